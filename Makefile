@@ -1,0 +1,86 @@
+# kiln: one Makefile for the library, the CLI, tests, sanitizer and fuzz builds.
+#
+#   make            build build/kiln (the CLI) and build/libkiln.a
+#   make check      unit tests + conformance (the README's test command runs this)
+#   make asan       unit + conformance tests under ASan + UBSan (build-asan/)
+#   make ubsan      the same under UBSan alone (build-ubsan/)
+#   make fuzz       the ONNX-loader fuzzer (clang, libFuzzer), 60 s unless FUZZ_SECONDS=
+#   make clean
+
+BUILD    ?= build
+CC       ?= cc
+PROTOC_C ?= protoc-c
+ONNX_PROTO ?= /usr/include/onnx/onnx.proto
+WERROR   ?= $(if $(CI),-Werror,)
+OPT      ?= -O2 -g
+SAN      ?=
+
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes \
+              -Wmissing-prototypes -Wno-unused-parameter $(WERROR) \
+              -fvisibility=hidden -Iinclude -Isrc -I$(BUILD)/gen
+CFLAGS  += $(CFLAGS_BASE) $(OPT) $(SAN)
+LDLIBS  += -lprotobuf-c -lm -lpthread -ldl -lz
+
+SRC      := $(sort $(wildcard src/*/*.c))
+GEN_C    := $(BUILD)/gen/onnx.pb-c.c
+OBJ      := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o
+LIB      := $(BUILD)/libkiln.a
+TOOLS    := $(BUILD)/kiln
+TESTS    := $(BUILD)/test_unit $(BUILD)/conformance
+
+.PHONY: all check asan ubsan fuzz clean tests
+
+all: $(TOOLS) $(TESTS)
+
+$(BUILD)/gen/onnx.pb-c.c $(BUILD)/gen/onnx.pb-c.h: $(ONNX_PROTO)
+	@mkdir -p $(BUILD)/gen
+	cp $(ONNX_PROTO) $(BUILD)/gen/onnx.proto
+	cd $(BUILD)/gen && $(PROTOC_C) --c_out=. onnx.proto
+
+$(BUILD)/obj/gen/onnx.pb-c.o: $(GEN_C)
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(OPT) $(SAN) -fvisibility=hidden -I$(BUILD)/gen -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c $(BUILD)/gen/onnx.pb-c.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/kiln: $(BUILD)/obj/tools/kiln.o $(OBJ)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/test_unit: $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/unit/*.c)) $(OBJ)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/conformance: $(BUILD)/obj/tests/conformance/conformance.o $(OBJ)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+check: all
+	./tests/run.sh $(BUILD)
+
+asan:
+	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
+	    SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined" all
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./tests/run.sh build-asan
+
+ubsan:
+	$(MAKE) BUILD=build-ubsan OPT="-O1 -g" SAN="-fsanitize=undefined -fno-sanitize-recover=undefined" all
+	UBSAN_OPTIONS=print_stacktrace=1 ./tests/run.sh build-ubsan
+
+FUZZ_SECONDS ?= 60
+fuzz:
+	$(MAKE) BUILD=build-fuzz CC=clang OPT="-O1 -g" \
+	    SAN="-fsanitize=fuzzer-no-link,address,undefined" $(BUILD:build=build-fuzz)/libkiln.a
+	clang -std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc -Ibuild-fuzz/gen \
+	    tests/fuzz/fuzz_onnx.c build-fuzz/libkiln.a -o build-fuzz/fuzz_onnx $(LDLIBS)
+	mkdir -p build-fuzz/corpus
+	./build-fuzz/fuzz_onnx -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	    build-fuzz/corpus tests/fuzz/corpus
+
+clean:
+	rm -rf build build-asan build-ubsan build-fuzz
+
+-include $(OBJ:.o=.d)

@@ -1,0 +1,359 @@
+/*
+ * conformance.c: runs ONNX backend test cases (Debian's libonnx-testdata:
+ * node/, pytorch-converted/, pytorch-operator/, simple/) on a kiln target
+ * and compares with the expected outputs.
+ *
+ *   conformance [--target interp] [--filter SUBSTR] [--xfail FILE] [--verbose]
+ *               [--timeout SECONDS] DIR...
+ *
+ * Each DIR holds case folders with model.onnx and test_data_set_N folders. Every
+ * case runs in a child process with a time limit, so a crash or a hang is a
+ * failure of that case, not of the runner. Shape inference is checked on the
+ * way: the shapes it predicts must be the shapes the run produces.
+ *
+ * Tolerances: floats |got - want| <= atol + rtol * |want| (rtol 1e-3,
+ * atol 1e-5), NaN matches NaN; integers and bools exactly. An expected
+ * failure list (FILE: "folder/case  reason" per line) marks known failures;
+ * one of them passing is reported so the list stays honest.
+ */
+#include "ir/interp.h"
+#include "onnx/onnx.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define RTOL 1e-3
+#define ATOL 1e-5
+#define MAX_IO 64
+
+static int verbose;
+static int timeout_s = 120;
+static const char *filter;
+
+typedef struct xfail {
+    char *key; /* "folder/case" */
+    char *why;
+    int hit;
+} xfail;
+static xfail *xfails;
+static int n_xfails;
+
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Sorted subdirectory names of dir (malloc'd). */
+static int list_dirs(const char *dir, const char *prefix, char ***out)
+{
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0, cap = 64;
+    char **names = malloc((size_t)cap * sizeof(char *));
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        if (prefix && strncmp(de->d_name, prefix, strlen(prefix)) != 0) continue;
+        char path[4096];
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+        if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+        if (n == cap) names = realloc(names, (size_t)(cap *= 2) * sizeof(char *));
+        names[n++] = strdup(de->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof(char *), cmp_names);
+    *out = names;
+    return n;
+}
+
+static bool close_enough(double got, double want)
+{
+    if (isnan(want)) return isnan(got);
+    if (isinf(want)) return got == want;
+    return fabs(got - want) <= ATOL + RTOL * fabs(want);
+}
+
+/* Compares one output; writes a reason into why on mismatch. */
+static bool compare(const ir_tensor *got, const ir_tensor *want, char *why, size_t n)
+{
+    char a[160], b[160];
+    if (got->dtype != want->dtype || !ir_same_shape(got, want)) {
+        snprintf(why, n, "got %s, expected %s", ir_tensor_type_str(got, a, sizeof(a)),
+                 ir_tensor_type_str(want, b, sizeof(b)));
+        return false;
+    }
+    int64_t total = ir_numel(want), bad = 0, first = -1;
+    double worst = 0;
+    bool is_float = ir_dtype_is_float(want->dtype);
+    for (int64_t i = 0; i < total; i++) {
+        bool ok;
+        if (is_float) {
+            double g = ir_get_f64(got, i), w = ir_get_f64(want, i);
+            ok = close_enough(g, w);
+            if (!ok && fabs(g - w) > worst) worst = fabs(g - w);
+        } else {
+            ok = ir_get_i64(got, i) == ir_get_i64(want, i);
+        }
+        if (!ok && bad++ == 0) first = i;
+    }
+    if (bad == 0) return true;
+    if (is_float)
+        snprintf(why, n, "%lld of %lld values differ (max abs diff %g); first at %lld: got %g, expected %g",
+                 (long long)bad, (long long)total, worst, (long long)first, ir_get_f64(got, first),
+                 ir_get_f64(want, first));
+    else
+        snprintf(why, n, "%lld of %lld values differ; first at %lld: got %lld, expected %lld", (long long)bad,
+                 (long long)total, (long long)first, (long long)ir_get_i64(got, first),
+                 (long long)ir_get_i64(want, first));
+    return false;
+}
+
+static int read_set(const char *dir, const char *kind, ir_tensor *ts, int max, base_diag *d)
+{
+    int n = 0;
+    for (; n < max; n++) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s_%d.pb", dir, kind, n);
+        if (access(path, R_OK) != 0) break;
+        if (onnx_read_tensor_file(path, &ts[n], NULL, d) != KILN_OK) return -1;
+    }
+    return n;
+}
+
+/* Runs one case; returns 0 on pass and writes the failure reason otherwise. */
+static int run_case(const char *case_dir, char *why, size_t n)
+{
+    base_diag d;
+    base_diag_init(&d);
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/model.onnx", case_dir);
+    ir_model *m = NULL;
+    int rc = 1;
+    if (onnx_load_file(path, &m, &d) != KILN_OK || onnx_check_support(m->graph, &d) != KILN_OK) {
+        snprintf(why, n, "load: %s", base_diag_text(&d));
+        goto out;
+    }
+    ir_graph *g = m->graph;
+    char **sets;
+    int n_sets = list_dirs(case_dir, "test_data_set_", &sets);
+    if (n_sets <= 0) {
+        snprintf(why, n, "no test_data_set_* folders");
+        goto out;
+    }
+    rc = 0;
+    for (int s = 0; s < n_sets && rc == 0; s++) {
+        char sdir[4096];
+        snprintf(sdir, sizeof(sdir), "%s/%s", case_dir, sets[s]);
+        ir_tensor ins[MAX_IO] = {{0}}, want[MAX_IO] = {{0}}, got[MAX_IO] = {{0}};
+        int n_in = read_set(sdir, "input", ins, MAX_IO, &d);
+        int n_want = read_set(sdir, "output", want, MAX_IO, &d);
+        if (n_in < 0 || n_want < 0) {
+            snprintf(why, n, "reading test data: %s", base_diag_text(&d));
+            rc = 1;
+            break;
+        }
+        if (n_in != g->n_inputs || n_want != g->n_outputs) {
+            snprintf(why, n, "test data has %d inputs and %d outputs, the model %d and %d", n_in, n_want,
+                     g->n_inputs, g->n_outputs);
+            rc = 1;
+            break;
+        }
+        /* Bind the input shapes and infer (only for the first set: inference
+         * folds shapes into the graph). */
+        if (s == 0) {
+            for (int i = 0; i < n_in; i++) {
+                ir_value *v = g->inputs[i];
+                v->t.rank = ins[i].rank;
+                memcpy(v->t.dims, ins[i].dims, sizeof(v->t.dims));
+                v->shape_known = true;
+            }
+            if (ir_infer_shapes(g, &d) != KILN_OK) {
+                snprintf(why, n, "shape inference: %s", base_diag_text(&d));
+                rc = 1;
+                break;
+            }
+        }
+        ir_interp_opts opts = {.seed = 1};
+        if (ir_interp_run(g, ins, got, &opts, &d) != KILN_OK) {
+            snprintf(why, n, "run: %s", base_diag_text(&d));
+            rc = 1;
+            break;
+        }
+        for (int i = 0; i < n_want && rc == 0; i++) {
+            char w[1024];
+            const ir_value *v = g->outputs[i];
+            if (s == 0 && v->shape_known && (v->t.dtype != got[i].dtype || !ir_same_shape(&v->t, &got[i]))) {
+                char a[160], b[160];
+                snprintf(why, n, "output '%s': shape inference said %s, the run gave %s", v->name,
+                         ir_tensor_type_str(&v->t, a, sizeof(a)), ir_tensor_type_str(&got[i], b, sizeof(b)));
+                rc = 1;
+            } else if (!compare(&got[i], &want[i], w, sizeof(w))) {
+                snprintf(why, n, "%s output '%s': %s", sets[s], v->name, w);
+                rc = 1;
+            }
+        }
+        for (int i = 0; i < MAX_IO; i++) {
+            ir_tensor_release(&ins[i]);
+            ir_tensor_release(&want[i]);
+            ir_tensor_release(&got[i]);
+        }
+    }
+    for (int s = 0; s < n_sets; s++) free(sets[s]);
+    free(sets);
+out:
+    ir_model_free(m);
+    base_diag_free(&d);
+    return rc;
+}
+
+/* Runs a case in a child with a time limit; 0 pass, 1 fail. */
+static int run_isolated(const char *case_dir, char *why, size_t n)
+{
+    int fds[2];
+    if (pipe(fds) != 0) return run_case(case_dir, why, n);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        alarm((unsigned)timeout_s);
+        char buf[4096] = {0};
+        int rc = run_case(case_dir, buf, sizeof(buf));
+        ssize_t w = write(fds[1], buf, strlen(buf));
+        (void)w;
+        _exit(rc);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    ssize_t r;
+    while (got + 1 < n && (r = read(fds[0], why + got, n - 1 - got)) > 0) got += (size_t)r;
+    why[got] = 0;
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (WIFSIGNALED(status)) {
+        snprintf(why, n, WTERMSIG(status) == SIGALRM ? "timed out after %d s" : "crashed (signal %d)",
+                 WTERMSIG(status) == SIGALRM ? timeout_s : WTERMSIG(status));
+        return 1;
+    }
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
+static xfail *find_xfail(const char *key)
+{
+    for (int i = 0; i < n_xfails; i++)
+        if (strcmp(xfails[i].key, key) == 0) return &xfails[i];
+    return NULL;
+}
+
+static void load_xfails(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "conformance: cannot read %s: %s\n", path, strerror(errno));
+        exit(2);
+    }
+    char line[2048];
+    while (fgets(line, sizeof(line), f)) {
+        char *p = line;
+        while (*p == ' ' || *p == '\t') p++;
+        if (*p == '#' || *p == '\n' || !*p) continue;
+        char *end = p;
+        while (*end && *end != ' ' && *end != '\t' && *end != '\n') end++;
+        char *why = end;
+        while (*why == ' ' || *why == '\t') why++;
+        why[strcspn(why, "\n")] = 0;
+        *end = 0;
+        xfails = realloc(xfails, (size_t)(n_xfails + 1) * sizeof(*xfails));
+        xfails[n_xfails++] = (xfail){strdup(p), strdup(why), 0};
+    }
+    fclose(f);
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: conformance [--target interp] [--filter SUBSTR] [--xfail FILE] [--verbose]\n"
+               "                   [--timeout SECONDS] DIR...\n"
+               "Runs ONNX backend test cases and compares with their expected outputs.\n"
+               "Exit status: 0 when every case passes or is an expected failure, 1 otherwise.\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *dirs[16];
+    int n_dirs = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--verbose") == 0 || strcmp(argv[i], "-v") == 0) verbose = 1;
+        else if (strcmp(argv[i], "--filter") == 0 && i + 1 < argc) filter = argv[++i];
+        else if (strcmp(argv[i], "--xfail") == 0 && i + 1 < argc) load_xfails(argv[++i]);
+        else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) timeout_s = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--target") == 0 && i + 1 < argc) {
+            if (strcmp(argv[++i], "interp") != 0) {
+                fprintf(stderr, "conformance: unknown target '%s' (known: interp)\n", argv[i]);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (argv[i][0] == '-') {
+            usage(stderr);
+            return 2;
+        } else if (n_dirs < 16) dirs[n_dirs++] = argv[i];
+    }
+    if (n_dirs == 0) {
+        usage(stderr);
+        return 2;
+    }
+    int total_pass = 0, total_fail = 0, total_xfail = 0, total_xpass = 0;
+    for (int k = 0; k < n_dirs; k++) {
+        char **cases;
+        int n = list_dirs(dirs[k], NULL, &cases);
+        if (n < 0) {
+            fprintf(stderr, "conformance: cannot read %s\n", dirs[k]);
+            return 2;
+        }
+        const char *folder = strrchr(dirs[k], '/');
+        folder = folder && folder[1] ? folder + 1 : dirs[k];
+        int pass = 0, fail = 0, xf = 0, xp = 0, ran = 0;
+        for (int i = 0; i < n; i++) {
+            if (filter && !strstr(cases[i], filter)) continue;
+            char cdir[4096], key[1024], why[4096];
+            snprintf(cdir, sizeof(cdir), "%s/%s", dirs[k], cases[i]);
+            snprintf(key, sizeof(key), "%s/%s", folder, cases[i]);
+            ran++;
+            int rc = run_isolated(cdir, why, sizeof(why));
+            xfail *x = find_xfail(key);
+            if (x) x->hit = 1;
+            if (rc == 0 && !x) {
+                pass++;
+                if (verbose) printf("PASS  %s\n", key);
+            } else if (rc == 0) {
+                xp++;
+                printf("XPASS %s (listed as expected failure: %s)\n", key, x->why);
+            } else if (x) {
+                xf++;
+                if (verbose) printf("XFAIL %s: %s\n", key, why);
+            } else {
+                fail++;
+                printf("FAIL  %s: %s\n", key, why);
+            }
+            fflush(stdout);
+        }
+        printf("== %s: %d/%d passed, %d expected failures, %d failed, %d unexpectedly passed\n", folder, pass,
+               ran, xf, fail, xp);
+        total_pass += pass;
+        total_fail += fail;
+        total_xfail += xf;
+        total_xpass += xp;
+        for (int i = 0; i < n; i++) free(cases[i]);
+        free(cases);
+    }
+    printf("conformance: %d passed, %d failed, %d expected failures, %d unexpected passes\n", total_pass,
+           total_fail + total_xpass, total_xfail, total_xpass);
+    return total_fail + total_xpass ? 1 : 0;
+}
