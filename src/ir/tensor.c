@@ -131,14 +131,29 @@ static int64_t f64_to_int(double v)
     return (int64_t)v;
 }
 
+/* f16 and bf16 are reached through f32; rounding v to f32 "to odd" first
+ * makes the second rounding give the correctly rounded result, as if v were
+ * rounded once. */
+static float f32_round_odd(double v)
+{
+    float f = (float)v;
+    if (isnan(v) || isinf(f) || (double)f == v) return f;
+    if (fabs((double)f) > fabs(v)) f = nextafterf(f, 0.0f);
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    u |= 1;
+    memcpy(&f, &u, sizeof(u));
+    return f;
+}
+
 void ir_set_f64(ir_tensor *t, int64_t i, double v)
 {
     void *p = t->data;
     switch (t->dtype) {
     case KILN_F32: ((float *)p)[i] = (float)v; break;
     case KILN_F64: ((double *)p)[i] = v; break;
-    case KILN_F16: ((uint16_t *)p)[i] = base_f32_to_f16((float)v); break;
-    case KILN_BF16: ((uint16_t *)p)[i] = base_f32_to_bf16((float)v); break;
+    case KILN_F16: ((uint16_t *)p)[i] = base_f32_to_f16(f32_round_odd(v)); break;
+    case KILN_BF16: ((uint16_t *)p)[i] = base_f32_to_bf16(f32_round_odd(v)); break;
     case KILN_BOOL: ((uint8_t *)p)[i] = v != 0; break;
     case KILN_U64:
         ((uint64_t *)p)[i] = v >= 9.2233720368547758e18 ? (uint64_t)v : (uint64_t)f64_to_int(v);
