@@ -198,6 +198,15 @@ static kiln_status bind_shapes(ir_graph *g, const named_shape *shapes, int n_sha
         for (int s = 0; s < n_shapes; s++)
             if (strcmp(shapes[s].name, v->name) == 0) sh = &shapes[s];
         if (given && given[i].data) {
+            bool fits = given[i].dtype == v->t.dtype && given[i].rank == v->t.rank;
+            for (int k = 0; fits && k < v->t.rank; k++) fits = v->t.dims[k] < 0 || v->t.dims[k] == given[i].dims[k];
+            if (!fits) {
+                char want[160], got[160];
+                st = base_diag_add(d, KILN_ERR_SHAPE, "input '%s': the model expects %s, the file holds %s", v->name,
+                                   ir_tensor_type_str(&v->t, want, sizeof(want)),
+                                   ir_tensor_type_str(&given[i], got, sizeof(got)));
+                continue;
+            }
             v->t.rank = given[i].rank;
             memcpy(v->t.dims, given[i].dims, sizeof(v->t.dims));
         } else if (sh) {
@@ -438,7 +447,7 @@ static int cmd_run(int argc, char **argv)
     if (st != KILN_OK) goto done;
     rng_state = seed * 0x9e3779b97f4a7c15ull + 1;
     for (int i = 0; i < g->n_inputs; i++) {
-        if (ins[i].data || ir_numel(&ins[i]) > 0) continue;
+        if (ins[i].data) continue; /* given as a file */
         st = random_input(g->inputs[i], &ins[i]);
         if (st != KILN_OK) goto done;
     }

@@ -259,13 +259,12 @@ static kiln_status import_graph(onnx_ctx *c, const Onnx__GraphProto *gp, ir_grap
         if (!v) return KILN_ERR_OOM;
         kiln_status s = onnx_tensor_from_proto(c, tp, g->arena, &v->t);
         if (s == KILN_ERR_OOM) return s;
-        if (s != KILN_OK) {
-            st = s;
-            continue;
-        }
-        v->is_const = true;
-        v->shape_known = true;
-        if (define(c, &sc, v, "an initializer") != KILN_OK) st = KILN_ERR_INVALID_MODEL;
+        /* A bad initializer is still defined, so its readers do not add
+         * follow-on errors; the first error is the one returned. */
+        v->is_const = s == KILN_OK;
+        v->shape_known = s == KILN_OK;
+        if (s != KILN_OK && st == KILN_OK) st = s;
+        if (define(c, &sc, v, "an initializer") != KILN_OK && st == KILN_OK) st = KILN_ERR_INVALID_MODEL;
     }
     if (gp->n_sparse_initializer)
         st = base_diag_add(c->d, KILN_ERR_UNSUPPORTED, "graph '%s': sparse initializers are not supported", g->name);
@@ -451,6 +450,11 @@ kiln_status onnx_load_buffer(const void *buf, size_t n, const char *base_dir, ir
     if (m->opset < 0) {
         /* Very old models import nothing; others import only other domains
          * (then default-domain nodes are an error, found below). */
+        if (mp->n_opset_import == 0 && m->ir_version >= 3) {
+            st = base_diag_add(d, KILN_ERR_INVALID_MODEL, "the model (IR version %d) imports no opset",
+                               m->ir_version);
+            goto fail;
+        }
         m->opset = mp->n_opset_import == 0 ? 1 : 0;
     }
     if (m->opset > ONNX_MAX_OPSET) {

@@ -1,7 +1,7 @@
 /*
  * unit_main.c: runs the registered unit tests (see unit.h).
  */
-#define _GNU_SOURCE
+
 #include "unit.h"
 
 #include <stdarg.h>

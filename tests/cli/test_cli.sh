@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# tests/cli/test_cli.sh BUILD_DIR: the kiln command line as a user meets it:
+# help texts, documented exit codes, the embedded default model, .npy/.npz
+# input and output, and clear errors (never a crash) on bad input.
+set -u
+kiln="$1/kiln"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+
+# expect NAME WANT_RC WANT_TEXT -- CMD...: runs CMD, checks its exit code and
+# that its output (stdout+stderr) contains WANT_TEXT.
+expect() {
+    local name=$1 want_rc=$2 want_text=$3
+    shift 4
+    local out rc
+    out=$("$@" 2>&1)
+    rc=$?
+    if [ "$rc" -eq "$want_rc" ] && grep -qF -- "$want_text" <<<"$out"; then
+        echo "ok    $name"
+        passed=$((passed + 1))
+    else
+        echo "FAIL  $name: exit $rc (want $want_rc), output:"
+        sed 's/^/      /' <<<"$out" | head -20
+        echo "      (wanted text: $want_text)"
+        failed=$((failed + 1))
+    fi
+}
+
+expect help 0 "COMMANDS" -- "$kiln" --help
+expect help_exit_codes 0 "EXIT CODES" -- "$kiln" help
+expect help_run 0 "--inputs FILE" -- "$kiln" run --help
+expect help_inspect 0 "--shape NAME=DIMS" -- "$kiln" inspect --help
+expect help_ops 0 "interpreter implements" -- "$kiln" ops --help
+expect version 0 "kiln " -- "$kiln" --version
+expect unknown_command 1 "unknown command 'frobnicate'" -- "$kiln" frobnicate
+expect unknown_option 1 "unknown option" -- "$kiln" run --bogus
+expect ops_table 0 "Conv" -- "$kiln" ops
+expect embedded_model 0 "probs" -- "$kiln" run
+expect embedded_model_save 0 "wrote" -- "$kiln" run --output "$tmp/out.npz"
+
+# a softmax output sums to one
+python3 - "$tmp/out.npz" >"$tmp/sum" 2>&1 <<'PY'
+import sys, numpy as np
+z = np.load(sys.argv[1])
+print("sum", round(float(z["probs"].sum()), 4))
+PY
+expect embedded_output_is_a_distribution 0 "sum 1.0" -- cat "$tmp/sum"
+
+# inputs from .npy and .npz give the same result as each other
+python3 -c "
+import numpy as np
+x = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
+np.save('$tmp/image.npy', x); np.savez('$tmp/in.npz', image=x)"
+"$kiln" run --input "image=$tmp/image.npy" --output "$tmp/a.npz" --quiet
+"$kiln" run --inputs "$tmp/in.npz" --output "$tmp/b.npz" --quiet
+expect npy_and_npz_inputs_agree 0 "same" -- python3 -c "
+import numpy as np
+a = np.load('$tmp/a.npz')['probs']; b = np.load('$tmp/b.npz')['probs']
+print('same' if a.shape == (1, 10) and np.array_equal(a, b) else 'differ')"
+
+# bad input: clear errors with documented exit codes
+expect missing_file 2 "cannot open" -- "$kiln" inspect "$tmp/nope.onnx"
+printf 'this is not a model' >"$tmp/junk.onnx"
+expect junk_model 3 "not a valid ONNX model" -- "$kiln" inspect "$tmp/junk.onnx"
+: >"$tmp/empty.onnx"
+expect empty_model 3 "empty" -- "$kiln" run "$tmp/empty.onnx"
+python3 -c "import numpy as np; np.save('$tmp/bad.npy', np.zeros((2, 2), np.float32))"
+expect wrong_input_shape 5 "input 'image'" -- "$kiln" run --input "image=$tmp/bad.npy"
+expect wrong_input_name 1 "no input 'nosuch'" -- "$kiln" run --input "nosuch=$tmp/bad.npy"
+printf 'garbage' >"$tmp/garbage.npy"
+expect garbage_npy 1 "garbage.npy" -- "$kiln" run --input "image=$tmp/garbage.npy"
+
+# a conformance model through inspect and run
+data=${KILN_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data}
+if [ -d "$data/node/test_add_bcast" ]; then
+    expect inspect_model 0 "every op is supported" -- "$kiln" inspect "$data/node/test_add_bcast/model.onnx"
+    expect inspect_unsupported 4 "is a sequence; kiln supports dense tensors only" -- \
+        "$kiln" inspect "$data/node/test_sequence_insert_at_back/model.onnx"
+    expect inspect_lists_all_unsupported 4 "node #0 (Adam) in domain 'ai.onnx.preview.training'" -- \
+        "$kiln" inspect "$data/node/test_adam/model.onnx"
+    expect run_unsupported 4 "kiln does not support" -- "$kiln" run "$data/node/test_adam/model.onnx"
+fi
+
+echo "cli: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# tests/run.sh BUILD_DIR: the default test run (what `make check` and CI run).
+#   1. unit tests (base, IR, ONNX loader, npy/npz)
+#   2. command-line tests (help, exit codes, the embedded model, malformed input)
+#   3. ONNX conformance on the reference interpreter, with the expected-failure list
+# Ends with the line "N passed, N failed" summing all three.
+set -u
+build=${1:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+data=${KILN_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data}
+passed=0
+failed=0
+
+# count LOG: adds the "N passed, M failed" numbers of the last such line in LOG
+count() {
+    local line p f
+    line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$1" | tail -n 1)
+    if [ -z "$line" ]; then
+        echo "tests/run.sh: $2 printed no summary (crashed?)"
+        failed=$((failed + 1))
+        return
+    fi
+    p=$(sed -E 's/.* ?([0-9]+) passed.*/\1/' <<<"$line")
+    f=$(sed -E 's/.*passed, ([0-9]+) failed.*/\1/' <<<"$line")
+    passed=$((passed + p))
+    failed=$((failed + f))
+}
+
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+
+echo "== unit tests"
+"$build/test_unit" >"$log/unit" 2>&1
+grep -v '^ok ' "$log/unit"
+count "$log/unit" "unit tests"
+
+echo "== command-line tests"
+"$here/cli/test_cli.sh" "$build" >"$log/cli" 2>&1
+grep -v '^ok ' "$log/cli"
+count "$log/cli" "command-line tests"
+
+echo "== conformance (reference interpreter)"
+if [ -d "$data/node" ]; then
+    "$build/conformance" --xfail "$here/conformance/xfail.txt" \
+        "$data/node" "$data/pytorch-converted" "$data/pytorch-operator" "$data/simple" >"$log/conf" 2>&1
+    grep -E '^(FAIL|XPASS|==)' "$log/conf"
+    count "$log/conf" "conformance"
+else
+    echo "tests/run.sh: ONNX test data not found in $data (install libonnx-testdata)"
+    failed=$((failed + 1))
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
