@@ -71,14 +71,27 @@ ubsan:
 	UBSAN_OPTIONS=print_stacktrace=1 ./tests/run.sh build-ubsan
 
 FUZZ_SECONDS ?= 60
+FUZZ_SEEDS   ?= /usr/share/libonnx-testdata/data/node
+# Seeds: the small conformance models (read in place, not copied into the
+# repo) plus tests/fuzz/corpus, the corpus kept from earlier runs, into which
+# the new findings are merged at the end.
 fuzz:
-	$(MAKE) BUILD=build-fuzz CC=clang OPT="-O1 -g" \
-	    SAN="-fsanitize=fuzzer-no-link,address,undefined" $(BUILD:build=build-fuzz)/libkiln.a
-	clang -std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc -Ibuild-fuzz/gen \
-	    tests/fuzz/fuzz_onnx.c build-fuzz/libkiln.a -o build-fuzz/fuzz_onnx $(LDLIBS)
-	mkdir -p build-fuzz/corpus
-	./build-fuzz/fuzz_onnx -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
-	    build-fuzz/corpus tests/fuzz/corpus
+	$(MAKE) BUILD=build-fuzz CC=clang WERROR= OPT="-O1 -g" \
+	    SAN="-fsanitize=fuzzer-no-link,address,undefined" build-fuzz/libkiln.a
+	clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc -Ibuild-fuzz/gen \
+	    tests/fuzz/fuzz_onnx.c -Wl,--whole-archive build-fuzz/libkiln.a -Wl,--no-whole-archive \
+	    -o build-fuzz/fuzz_onnx $(LDLIBS)
+	rm -rf build-fuzz/seeds build-fuzz/work && mkdir -p build-fuzz/seeds build-fuzz/work tests/fuzz/corpus
+	find $(FUZZ_SEEDS) -name model.onnx -size -4k | head -300 | \
+	    while read f; do cp "$$f" "build-fuzz/seeds/$$(echo $$f | md5sum | cut -c1-16)"; done
+	./build-fuzz/fuzz_onnx -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -rss_limit_mb=2048 \
+	    -timeout=10 build-fuzz/work tests/fuzz/corpus build-fuzz/seeds
+	./build-fuzz/fuzz_onnx -merge=1 tests/fuzz/corpus build-fuzz/work
+	@# keep only generated inputs, not verbatim copies of the seed models
+	cd build-fuzz/seeds && sha1sum * | cut -d' ' -f1 | sort > ../seed.sha1
+	cd tests/fuzz/corpus && for f in *; do \
+	    grep -qx "$$(sha1sum "$$f" | cut -d' ' -f1)" ../../../build-fuzz/seed.sha1 && rm -f "$$f"; done; true
+	@echo "fuzz: corpus kept in tests/fuzz/corpus ($$(ls tests/fuzz/corpus | wc -l) files)"
 
 clean:
 	rm -rf build build-asan build-ubsan build-fuzz

@@ -454,6 +454,8 @@ kiln_status ir_interp_run(const ir_graph *g, const ir_tensor *inputs, ir_tensor 
 
 /* ---- shape inference and constant folding --------------------------------------- */
 
+#define IR_FOLD_MAX_BYTES ((size_t)64 << 20)
+
 static kiln_status infer_node(ir_node *n, base_diag *d)
 {
     char lb[256];
@@ -473,10 +475,23 @@ static kiln_status infer_node(ir_node *n, base_diag *d)
     memset(outs, 0, (size_t)n->n_out * sizeof(outs[0]));
     ir_interp it = {.diag = d};
     ir_eval e = {.node = n, .n_in = n->n_in, .in = ins, .n_out = n->n_out, .out = outs,
-                 .infer = !all_const, .diag = d, .interp = &it};
+                 .infer = true, .diag = d, .interp = &it};
     int n_msgs = d ? d->n_msgs : 0;
     kiln_status st = op->eval(&e);
     if (st == KILN_OK) st = e.status;
+    /* Fold when every input is constant and the outputs are small: a huge
+     * folded constant would cost memory for nothing. */
+    if (st == KILN_OK && all_const) {
+        size_t bytes = 0;
+        for (int j = 0; j < n->n_out; j++) bytes += (size_t)ir_numel(&outs[j]) * ir_dtype_size(outs[j].dtype);
+        if (bytes <= IR_FOLD_MAX_BYTES) {
+            for (int j = 0; j < n->n_out; j++) ir_tensor_release(&outs[j]);
+            memset(outs, 0, (size_t)n->n_out * sizeof(outs[0]));
+            e.infer = false;
+            st = op->eval(&e);
+            if (st == KILN_OK) st = e.status;
+        }
+    }
     if (st == KILN_OK) {
         for (int j = 0; j < n->n_out; j++) {
             ir_value *v = n->out[j];
