@@ -1,0 +1,153 @@
+/*
+ * plan.c: the memory plan (DESIGN.md "Memory planning"): every value gets a
+ * place before the model runs, so nothing is allocated while it runs.
+ *
+ * Graph inputs and outputs are the caller's buffers. A Reshape-like alias
+ * shares its source's place. Other values that cross group boundaries live
+ * in one activation arena: each has a lifetime [producing step, last
+ * reading step]; values whose lifetimes do not overlap share bytes.
+ * Placement is greedy by size (largest first, lowest offset that fits), as
+ * TFLite's arena planner does. Constants read by compiled groups are laid
+ * out in the weights blob in order of first use. Fallback segments carry
+ * their own constants, so theirs are not placed.
+ */
+#include "sched/sched.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN 64
+
+void sched_program_free(sched_program *p)
+{
+    base_free(p->groups);
+    base_free(p->place);
+    memset(p, 0, sizeof(*p));
+}
+
+typedef struct interval {
+    int value;  /* root value id */
+    int first, last;
+    uint64_t bytes;
+    uint64_t offset;
+} interval;
+
+static int by_size_desc(const void *a, const void *b)
+{
+    const interval *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
+    return x->first - y->first;
+}
+
+static uint64_t align_up(uint64_t x) { return (x + ALIGN - 1) & ~(uint64_t)(ALIGN - 1); }
+
+kiln_status sched_plan_memory(const ir_graph *g, sched_program *p, base_arena *a, base_diag *d)
+{
+    (void)a;
+    int nv = g->n_values;
+    p->n_values = nv;
+    p->place = base_calloc((size_t)nv + 1, sizeof(sched_place));
+    int *root = base_malloc(((size_t)nv + 1) * sizeof(int));
+    int *first = base_malloc(((size_t)nv + 1) * sizeof(int));
+    int *last = base_malloc(((size_t)nv + 1) * sizeof(int));
+    interval *iv = base_malloc(((size_t)nv + 1) * sizeof(interval));
+    kiln_status st = KILN_OK;
+    if (!p->place || !root || !first || !last || !iv) {
+        st = base_diag_add(d, KILN_ERR_OOM, "out of memory planning memory");
+        goto out;
+    }
+    for (int i = 0; i < nv; i++) {
+        root[i] = i;
+        first[i] = -1;
+        last[i] = -1;
+    }
+    for (int i = 0; i < g->n_inputs; i++) p->place[g->inputs[i]->id] = (sched_place){SCHED_LOC_INPUT, (uint64_t)i};
+    for (int i = 0; i < g->n_outputs; i++) {
+        const ir_value *v = g->outputs[i];
+        if (v->graph == g && !v->is_input && !v->is_const)
+            p->place[v->id] = (sched_place){SCHED_LOC_OUTPUT, (uint64_t)i};
+    }
+    /* aliases point at their source's root */
+    for (int s = 0; s < p->n_groups; s++) {
+        const sched_group *grp = p->groups[s];
+        if (grp->kind != SCHED_GROUP_ALIAS) continue;
+        const ir_value *src = grp->nodes[0]->in[0], *dst = grp->nodes[0]->out[0];
+        if (src->graph == g && dst) root[dst->id] = root[src->id];
+    }
+    for (int i = 0; i < nv; i++) { /* path compression (aliases of aliases) */
+        int r = i;
+        while (root[r] != r) r = root[r];
+        root[i] = r;
+    }
+    /* lifetimes, on roots */
+    uint64_t wofs = 0;
+    for (int s = 0; s < p->n_groups; s++) {
+        const sched_group *grp = p->groups[s];
+        for (int k = 0; k < grp->n_out; k++) {
+            int r = root[grp->out[k]->id];
+            if (first[r] < 0) first[r] = s;
+            if (last[r] < s) last[r] = s;
+        }
+        for (int k = 0; k < grp->n_in; k++) {
+            const ir_value *v = grp->in[k];
+            if (v->graph != g) continue;
+            if (v->is_const) {
+                if (grp->kind == SCHED_GROUP_FALLBACK || p->place[v->id].loc != SCHED_LOC_NONE) continue;
+                p->place[v->id] = (sched_place){SCHED_LOC_WEIGHTS, wofs};
+                wofs = align_up(wofs + v->t.nbytes);
+                continue;
+            }
+            int r = root[v->id];
+            if (last[r] < s) last[r] = s;
+        }
+    }
+    /* graph outputs that are constants are copied from the weights */
+    for (int i = 0; i < g->n_outputs; i++) {
+        const ir_value *v = g->outputs[i];
+        if (v->is_const && p->place[v->id].loc == SCHED_LOC_NONE) {
+            p->place[v->id] = (sched_place){SCHED_LOC_WEIGHTS, wofs};
+            wofs = align_up(wofs + v->t.nbytes);
+        }
+    }
+    p->weight_bytes = wofs;
+    /* arena values: roots produced by groups that are not caller buffers */
+    int n_iv = 0;
+    for (int i = 0; i < nv; i++) {
+        if (root[i] != i || first[i] < 0) continue;
+        const ir_value *v = g->values[i];
+        if (p->place[i].loc != SCHED_LOC_NONE) continue; /* input/output */
+        iv[n_iv++] = (interval){i, first[i], last[i], align_up(v->t.nbytes ? v->t.nbytes : 1), 0};
+    }
+    qsort(iv, (size_t)n_iv, sizeof(interval), by_size_desc);
+    uint64_t arena = 0;
+    for (int k = 0; k < n_iv; k++) {
+        /* lowest offset that overlaps no placed, lifetime-overlapping value */
+        uint64_t ofs = 0;
+        bool moved = true;
+        while (moved) {
+            moved = false;
+            for (int j = 0; j < k; j++) {
+                const interval *o = &iv[j];
+                bool live_together = o->first <= iv[k].last && iv[k].first <= o->last;
+                bool bytes_overlap = o->offset < ofs + iv[k].bytes && ofs < o->offset + o->bytes;
+                if (live_together && bytes_overlap) {
+                    ofs = o->offset + o->bytes;
+                    moved = true;
+                }
+            }
+        }
+        iv[k].offset = ofs;
+        if (ofs + iv[k].bytes > arena) arena = ofs + iv[k].bytes;
+        p->place[iv[k].value] = (sched_place){SCHED_LOC_ARENA, ofs};
+    }
+    p->arena_bytes = arena;
+    /* aliases take their root's place */
+    for (int i = 0; i < nv; i++)
+        if (root[i] != i && p->place[i].loc == SCHED_LOC_NONE) p->place[i] = p->place[root[i]];
+out:
+    base_free(root);
+    base_free(first);
+    base_free(last);
+    base_free(iv);
+    return st;
+}

@@ -1,0 +1,56 @@
+/*
+ * target.h: the target interface (DESIGN.md "Target"): what a backend
+ * supplies to turn a partitioned, planned graph into code.
+ *
+ * Targets are const vtables; `c` (any CPU) is the first. The compile driver
+ * (api/compile.c) partitions the graph with the target's support test,
+ * plans memory, and asks the target to emit and build the program.
+ */
+#ifndef KILN_TARGET_H
+#define KILN_TARGET_H
+
+#include "pass/pass.h"
+
+typedef struct target_options {
+    int n_threads;           /* vEUs the program is tuned for */
+    const char *emit_dir;    /* non-NULL: also write the generated source here */
+    const char *cc;          /* C compiler (default: $CC or "cc") */
+    bool verbose;            /* progress lines to the progress callback */
+    void (*progress)(void *user, const char *line); /* optional */
+    void *progress_user;
+} target_options;
+
+/* What building produced: the code for the artifact and its fallback
+ * segments (serialized ONNX models with their bindings). */
+typedef struct target_segment {
+    void *onnx;              /* base_malloc'd serialized model */
+    size_t onnx_bytes;
+    int group;               /* the group it runs */
+} target_segment;
+
+typedef struct target_output {
+    void *code;              /* the shared object (base_malloc'd) */
+    size_t code_bytes;
+    const char *isa;         /* what the code needs from the CPU */
+    target_segment *segments;
+    int n_segments;
+} target_output;
+
+void target_output_free(target_output *o);
+
+typedef struct target {
+    const char *name;
+    /* Whether node n (shapes inferred) compiles to a template; others run
+     * in fallback segments. */
+    bool (*can_compile)(const ir_node *n);
+    /* Emits and builds the program for the partitioned, planned graph. */
+    kiln_status (*build)(const ir_graph *g, const sched_program *p, const target_options *o, target_output *out,
+                         base_diag *d);
+} target;
+
+/* NULL when unknown. */
+const target *target_lookup(const char *name);
+
+extern const target target_c;
+
+#endif
