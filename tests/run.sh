@@ -20,8 +20,8 @@ count() {
         failed=$((failed + 1))
         return
     fi
-    p=$(sed -E 's/.* ?([0-9]+) passed.*/\1/' <<<"$line")
-    f=$(sed -E 's/.*passed, ([0-9]+) failed.*/\1/' <<<"$line")
+    p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+')
+    f=$(grep -oE '[0-9]+ failed' <<<"$line" | grep -oE '[0-9]+')
     passed=$((passed + p))
     failed=$((failed + f))
 }
