@@ -21,9 +21,10 @@ CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes 
 CFLAGS  += $(CFLAGS_BASE) $(OPT) $(SAN)
 LDLIBS  += -lprotobuf-c -lm -lpthread -ldl -lz
 
-SRC      := $(sort $(wildcard src/*/*.c))
+SRC      := $(sort $(wildcard src/*/*.c src/target/c/*.c))
 GEN_C    := $(BUILD)/gen/onnx.pb-c.c
-OBJ      := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o
+KC_FILES := $(sort $(wildcard src/target/c/kernels/*.c src/target/c/kernels/*.h)) src/runtime/cprog.h
+OBJ      := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o $(BUILD)/obj/gen/kc_sources.o
 LIB      := $(BUILD)/libkiln.a
 TOOLS    := $(BUILD)/kiln
 TESTS    := $(BUILD)/test_unit $(BUILD)/conformance
@@ -36,6 +37,18 @@ $(BUILD)/gen/onnx.pb-c.c $(BUILD)/gen/onnx.pb-c.h: $(ONNX_PROTO)
 	@mkdir -p $(BUILD)/gen
 	cp $(ONNX_PROTO) $(BUILD)/gen/onnx.proto
 	cd $(BUILD)/gen && $(PROTOC_C) --c_out=. onnx.proto
+
+$(BUILD)/embed: tools/embed.c
+	@mkdir -p $(BUILD)
+	$(CC) -O1 $< -o $@
+
+$(BUILD)/gen/kc_sources.c: $(BUILD)/embed $(KC_FILES)
+	@mkdir -p $(BUILD)/gen
+	$(BUILD)/embed $@ c_kernel_sources $(KC_FILES)
+
+$(BUILD)/obj/gen/kc_sources.o: $(BUILD)/gen/kc_sources.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/gen/onnx.pb-c.o: $(GEN_C)
 	@mkdir -p $(dir $@)
