@@ -2,14 +2,20 @@
  * kiln.c: the command line.
  *
  *   kiln inspect MODEL          what a model holds and whether kiln supports it
- *   kiln run [MODEL]            run a model (the embedded default when none is given)
+ *   kiln compile MODEL -o OUT   compile a model into a .kiln artifact
+ *   kiln run [MODEL|ARTIFACT]   run a model (the embedded default when none is given)
+ *   kiln bench MODEL|ARTIFACT   latency and throughput
+ *   kiln verify MODEL           compiled code against the reference interpreter
  *   kiln ops                    the supported-op table
  *
  * `kiln help COMMAND` or `kiln COMMAND --help` explains each. The library
  * never prints; this file does all the printing.
  */
+#include "api/compile.h"
 #include "api/demo.h"
 #include "api/npy.h"
+#include "api/tolerance.h"
+#include "kiln_rt.h"
 #include "ir/interp.h"
 #include "onnx/onnx.h"
 
@@ -17,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- exit codes ---------------------------------------------------------------- */
 
@@ -31,6 +39,7 @@ static const char exit_codes_text[] =
     "  5   shapes or dtypes do not fit (inputs, or inside the model)\n"
     "  6   out of memory\n"
     "  7   no device\n"
+    "  9   verification failed: compiled outputs differ from the reference interpreter\n"
     "  10  internal error (a bug in kiln: please report it)\n";
 
 static int exit_code(kiln_status st)
@@ -72,9 +81,15 @@ static const char main_help[] =
     "  kiln COMMAND [ARGS]\n"
     "\n"
     "COMMANDS\n"
-    "  inspect MODEL   inputs, outputs, op histogram, parameters, unsupported ops\n"
-    "  run [MODEL]     run a model on inputs from .npy/.npz files or random ones;\n"
-    "                  without MODEL, runs the embedded default model\n"
+    "  inspect MODEL   inputs, outputs, op histogram, parameters, unsupported ops,\n"
+    "                  peak activation memory\n"
+    "  compile MODEL   compile into a .kiln artifact (generated C for this CPU)\n"
+    "  run [MODEL]     run a model or an artifact on inputs from .npy/.npz files or\n"
+    "                  random ones; without MODEL, compiles and runs the embedded\n"
+    "                  default model and checks it against the interpreter\n"
+    "  bench MODEL     latency (min/median/p90/p99), throughput, compile time\n"
+    "  verify MODEL    compile, run on random inputs, compare every output with the\n"
+    "                  reference interpreter\n"
     "  ops             the table of supported ops\n"
     "  help [COMMAND]  this text, or a command's\n"
     "\n"
@@ -97,20 +112,71 @@ static const char inspect_help[] =
 
 static const char run_help[] =
     "USAGE\n"
-    "  kiln run [MODEL] [--input NAME=FILE.npy]... [--inputs FILE.npz]\n"
-    "           [--shape NAME=D0xD1x...]... [--seed N] [--output FILE.npz] [--quiet]\n"
+    "  kiln run [MODEL|ARTIFACT] [--target c|interp] [--threads N] [--check]\n"
+    "           [--input NAME=FILE.npy]... [--inputs FILE.npz] [--shape NAME=D0xD1x...]...\n"
+    "           [--seed N] [--output FILE.npz] [--quiet]\n"
     "\n"
-    "Runs MODEL (.onnx) on the reference interpreter and prints each output's\n"
-    "dtype, shape and summary. Without MODEL, runs the embedded default model (a\n"
-    "small CNN). Inputs not given as files are random with a fixed seed: floats\n"
-    "uniform in [-1, 1), integers in [0, 10), bools 0/1.\n"
+    "Runs a model and prints each output's dtype, shape and summary, and the\n"
+    "latency. An .onnx MODEL is compiled for the target first (default c: generated\n"
+    "C for this CPU, run on a pool of worker threads) or run on the reference\n"
+    "interpreter (--target interp); an ARTIFACT (.kiln, from kiln compile) runs as\n"
+    "it is. Without MODEL, runs the embedded default model (a small CNN) and\n"
+    "checks it against the interpreter. Inputs not given as files are random with\n"
+    "a fixed seed: floats uniform in [-1, 1), integers in [0, 10), bools 0/1.\n"
     "\n"
+    "  --target T         c (default) or interp\n"
+    "  --threads N        worker threads (default: the artifact's, or 1)\n"
+    "  --check            also run the interpreter and compare every output\n"
     "  --input NAME=FILE  a .npy file for input NAME\n"
     "  --inputs FILE      a .npz file holding inputs by name\n"
-    "  --shape NAME=DIMS  dims of a random input whose shape is symbolic (default 1)\n"
+    "  --shape NAME=DIMS  dims of an input whose shape is symbolic (default 1)\n"
     "  --seed N           seed of the random inputs (default 0)\n"
     "  --output FILE      write the outputs to a .npz file, by output name\n"
     "  --quiet            print nothing but errors\n"
+    "\n";
+
+static const char compile_help[] =
+    "USAGE\n"
+    "  kiln compile MODEL -o OUT.kiln [--target c] [--threads N] [--emit-source DIR]\n"
+    "               [--shape NAME=D0xD1x...]... [--quiet]\n"
+    "\n"
+    "Compiles MODEL into an artifact: the graph is partitioned into groups\n"
+    "(contractions with fused epilogues, fused elementwise subgraphs, ...), memory\n"
+    "is planned, and C is generated for this CPU's instruction set, compiled with\n"
+    "the system C compiler and stored with the weights. Ops without a C template\n"
+    "run inside the artifact on the reference interpreter (fallback segments,\n"
+    "listed in the report).\n"
+    "\n"
+    "  -o FILE            the artifact to write\n"
+    "  --target T         c (the only target so far)\n"
+    "  --threads N        worker threads the program is tiled for (default 1)\n"
+    "  --emit-source DIR  also write the generated C and kernel templates to DIR\n"
+    "  --shape NAME=DIMS  bind a symbolic input dimension\n"
+    "\n";
+
+static const char bench_help[] =
+    "USAGE\n"
+    "  kiln bench MODEL|ARTIFACT [--threads N] [--warmup N] [--iterations N]\n"
+    "             [--shape NAME=D0xD1x...]... [--json]\n"
+    "\n"
+    "Times runs of a compiled model on random inputs: compile time (for a MODEL),\n"
+    "first-run time, then min / median / p90 / p99 latency over the timed\n"
+    "iterations (warm-up excluded), throughput, and peak memory (resident set).\n"
+    "\n"
+    "  --threads N      worker threads (default 1)\n"
+    "  --warmup N       untimed runs first (default 5)\n"
+    "  --iterations N   timed runs (default 50)\n"
+    "  --json           one JSON object instead of text\n"
+    "\n";
+
+static const char verify_help[] =
+    "USAGE\n"
+    "  kiln verify MODEL [--threads N] [--seed N] [--shape NAME=D0xD1x...]...\n"
+    "\n"
+    "Compiles MODEL for the c target, runs it and the reference interpreter on the\n"
+    "same random inputs and compares every output: max absolute and relative\n"
+    "error, and pass/fail against the per-dtype tolerance (f32: 1e-4 + 1e-3 |x|).\n"
+    "Exit status 9 when an output differs.\n"
     "\n";
 
 static const char ops_help[] =
@@ -126,6 +192,9 @@ static int print_help(const char *cmd)
     if (!cmd) printf("%s%s", main_help, exit_codes_text);
     else if (strcmp(cmd, "inspect") == 0) printf("%s%s", inspect_help, exit_codes_text);
     else if (strcmp(cmd, "run") == 0) printf("%s%s", run_help, exit_codes_text);
+    else if (strcmp(cmd, "compile") == 0) printf("%s%s", compile_help, exit_codes_text);
+    else if (strcmp(cmd, "bench") == 0) printf("%s%s", bench_help, exit_codes_text);
+    else if (strcmp(cmd, "verify") == 0) printf("%s%s", verify_help, exit_codes_text);
     else if (strcmp(cmd, "ops") == 0) printf("%s", ops_help);
     else {
         fprintf(stderr, "kiln help: unknown command '%s'\n", cmd);
@@ -303,6 +372,32 @@ static int cmd_inspect(int argc, char **argv)
     if (st == KILN_OK) printf("support    every op is supported\n");
     else printf("support    %s\n", base_diag_text(&sd));
     if (infer_st != KILN_OK) printf("shapes     inference failed:\n%s\n", base_diag_text(&infer_d));
+    else {
+        /* what the c target would make of it, without building */
+        base_arena pa;
+        base_arena_init(&pa);
+        sched_program p;
+        base_diag pd;
+        base_diag_init(&pd);
+        if (api_plan(g, target_lookup("c"), &p, &pa, &pd) == KILN_OK) {
+            int kinds[SCHED_GROUP_KIND_COUNT] = {0}, n_fb = 0;
+            for (int i = 0; i < p.n_groups; i++) {
+                kinds[p.groups[i]->kind]++;
+                if (p.groups[i]->kind == SCHED_GROUP_FALLBACK) n_fb += p.groups[i]->n_nodes;
+            }
+            printf("c target   %d groups:", p.n_groups);
+            for (int k = 0; k < SCHED_GROUP_KIND_COUNT; k++)
+                if (kinds[k]) printf(" %s %d", sched_group_kind_name((sched_group_kind)k), kinds[k]);
+            printf("; %d nodes in fallback segments\n", n_fb);
+            printf("memory     peak activations %.2f MB (planned arena), weights %.2f MB\n",
+                   (double)p.arena_bytes / 1e6, (double)p.weight_bytes / 1e6);
+            sched_program_free(&p);
+        } else {
+            printf("c target   cannot plan: %s\n", base_diag_text(&pd));
+        }
+        base_diag_free(&pd);
+        base_arena_free(&pa);
+    }
     if (print_graph) {
         base_str s;
         base_str_init(&s);
@@ -317,7 +412,76 @@ static int cmd_inspect(int argc, char **argv)
     return exit_code(st != KILN_OK ? st : infer_st);
 }
 
-/* ---- run ---------------------------------------------------------------------------------- */
+/* ---- shared by run / compile / bench / verify ---------------------------------------------- */
+
+typedef struct cli_args {
+    const char *path, *out_path, *npz_path, *target, *emit_dir, *artifact_out;
+    named_shape shapes[64];
+    int n_shapes;
+    struct {
+        const char *name, *file;
+    } files[64];
+    int n_files;
+    bool quiet, check, json;
+    uint64_t seed;
+    int threads, warmup, iterations;
+} cli_args;
+
+/* Parses the options the commands share; returns -1 to go on, else an exit code. */
+static int parse_args(const char *cmd, int argc, char **argv, cli_args *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->warmup = 5;
+    a->iterations = 50;
+    for (int i = 0; i < argc; i++) {
+        const char *x = argv[i];
+        bool has_val = i + 1 < argc;
+        if (is_help(x)) return print_help(cmd);
+        if (strcmp(x, "--input") == 0 && has_val) {
+            const char *v = argv[++i], *eq = strchr(v, '=');
+            if (!eq || eq == v || !eq[1] || a->n_files >= 64)
+                return usage_error(cmd, "bad --input '%s' (want NAME=FILE.npy)", v);
+            a->files[a->n_files].name = v;
+            a->files[a->n_files++].file = eq + 1;
+        } else if (strcmp(x, "--inputs") == 0 && has_val) a->npz_path = argv[++i];
+        else if (strcmp(x, "--shape") == 0 && has_val) {
+            if (a->n_shapes >= 64 || !parse_shape(argv[++i], &a->shapes[a->n_shapes++]))
+                return usage_error(cmd, "bad --shape '%s' (want NAME=D0xD1x...)", argv[i]);
+        } else if (strcmp(x, "--seed") == 0 && has_val) a->seed = strtoull(argv[++i], NULL, 10);
+        else if (strcmp(x, "--output") == 0 && has_val) a->out_path = argv[++i];
+        else if (strcmp(x, "-o") == 0 && has_val) a->artifact_out = argv[++i];
+        else if (strcmp(x, "--target") == 0 && has_val) a->target = argv[++i];
+        else if (strcmp(x, "--emit-source") == 0 && has_val) a->emit_dir = argv[++i];
+        else if ((strcmp(x, "--threads") == 0 || strcmp(x, "--warmup") == 0 || strcmp(x, "--iterations") == 0) &&
+                 has_val) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < (strcmp(x, "--warmup") == 0 ? 0 : 1) || v > 100000)
+                return usage_error(cmd, "bad number '%s'", argv[i]);
+            if (strcmp(x, "--threads") == 0) a->threads = (int)v;
+            else if (strcmp(x, "--warmup") == 0) a->warmup = (int)v;
+            else a->iterations = (int)v;
+        } else if (strcmp(x, "--quiet") == 0) a->quiet = true;
+        else if (strcmp(x, "--check") == 0) a->check = true;
+        else if (strcmp(x, "--json") == 0) a->json = true;
+        else if (x[0] == '-') return usage_error(cmd, "unknown option or missing value '%s'", x);
+        else if (!a->path) a->path = x;
+        else return usage_error(cmd, "unexpected argument '%s'", x);
+    }
+    if (a->target && strcmp(a->target, "c") != 0 && strcmp(a->target, "interp") != 0)
+        return usage_error(cmd, "unknown target '%s' (known: c, interp)", a->target);
+    return -1;
+}
+
+static bool is_artifact(const char *path)
+{
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    char magic[8] = {0};
+    if (!f) return false;
+    size_t n = fread(magic, 1, 8, f);
+    fclose(f);
+    return n == 8 && memcmp(magic, "KILNART", 8) == 0;
+}
 
 static uint64_t rng_state;
 
@@ -327,16 +491,160 @@ static double rng_uniform(void)
     return (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
 }
 
-static kiln_status random_input(const ir_value *v, ir_tensor *t)
+static void fill_random(ir_tensor *t)
 {
-    KILN_TRY(ir_tensor_alloc(t, v->t.dtype, v->t.rank, v->t.dims));
     int64_t n = ir_numel(t);
     for (int64_t i = 0; i < n; i++) {
         if (ir_dtype_is_float(t->dtype)) ir_set_f64(t, i, rng_uniform() * 2 - 1);
         else if (t->dtype == KILN_BOOL) ir_set_i64(t, i, rng_uniform() < 0.5);
         else ir_set_i64(t, i, (int64_t)(rng_uniform() * 10));
     }
+}
+
+/* Loads the tensors named by --input / --inputs into ins[] by input name. */
+static kiln_status load_input_files(const cli_args *a, int n_in, const char *const *names, ir_tensor *ins,
+                                    base_diag *d)
+{
+    for (int f = 0; f < a->n_files; f++) {
+        size_t len = (size_t)(a->files[f].file - 1 - a->files[f].name);
+        int i = 0;
+        while (i < n_in && !(strlen(names[i]) == len && strncmp(names[i], a->files[f].name, len) == 0)) i++;
+        if (i == n_in)
+            return base_diag_add(d, KILN_ERR_INVALID_ARG, "--input: the model has no input '%.*s'", (int)len,
+                                 a->files[f].name);
+        ir_tensor_release(&ins[i]);
+        KILN_TRY(api_npy_load(a->files[f].file, &ins[i], d));
+    }
+    if (!a->npz_path) return KILN_OK;
+    api_npz npz = {0};
+    KILN_TRY(api_npz_load(a->npz_path, &npz, d));
+    kiln_status st = KILN_OK;
+    for (int k = 0; k < npz.n && st == KILN_OK; k++) {
+        int i = 0;
+        while (i < n_in && strcmp(names[i], npz.names[k]) != 0) i++;
+        if (i == n_in) st = base_diag_add(d, KILN_ERR_INVALID_ARG, "%s: the model has no input '%s'", a->npz_path, npz.names[k]);
+        else if (!ins[i].data) st = ir_tensor_copy(&ins[i], &npz.tensors[k]);
+    }
+    api_npz_free(&npz);
+    return st;
+}
+
+/* Inputs for an IR graph: files, then shapes bound, then random for the rest. */
+static kiln_status graph_inputs(ir_graph *g, const cli_args *a, ir_tensor *ins, base_diag *d)
+{
+    const char *names[IR_EVAL_MAX_IO] = {0};
+    for (int i = 0; i < g->n_inputs; i++) names[i] = g->inputs[i]->name;
+    KILN_TRY(load_input_files(a, g->n_inputs, names, ins, d));
+    KILN_TRY(bind_shapes(g, a->shapes, a->n_shapes, ins, d));
+    rng_state = a->seed * 0x9e3779b97f4a7c15ull + 1;
+    for (int i = 0; i < g->n_inputs; i++) {
+        if (ins[i].data) continue; /* given as a file */
+        const ir_value *v = g->inputs[i];
+        KILN_TRY(ir_tensor_alloc(&ins[i], v->t.dtype, v->t.rank, v->t.dims));
+        fill_random(&ins[i]);
+    }
     return KILN_OK;
+}
+
+/* Inputs for an artifact, by its signature. */
+static kiln_status artifact_inputs(const kiln_rt_model *rm, const cli_args *a, ir_tensor *ins, base_diag *d)
+{
+    int n = kiln_rt_num_inputs(rm);
+    const char *names[IR_EVAL_MAX_IO] = {0};
+    for (int i = 0; i < n; i++) names[i] = kiln_rt_input(rm, i)->name;
+    KILN_TRY(load_input_files(a, n, names, ins, d));
+    rng_state = a->seed * 0x9e3779b97f4a7c15ull + 1;
+    for (int i = 0; i < n; i++) {
+        const kiln_rt_tensor_info *info = kiln_rt_input(rm, i);
+        ir_tensor want = {.dtype = info->dtype, .rank = info->rank};
+        memcpy(want.dims, info->dims, (size_t)info->rank * sizeof(int64_t));
+        if (ins[i].data) {
+            if (ins[i].dtype != want.dtype || !ir_same_shape(&ins[i], &want)) {
+                char b1[160], b2[160];
+                return base_diag_add(d, KILN_ERR_SHAPE, "input '%s': the artifact expects %s, the file holds %s",
+                                     info->name, ir_tensor_type_str(&want, b1, sizeof(b1)),
+                                     ir_tensor_type_str(&ins[i], b2, sizeof(b2)));
+            }
+            continue;
+        }
+        KILN_TRY(ir_tensor_alloc(&ins[i], want.dtype, want.rank, want.dims));
+        fill_random(&ins[i]);
+    }
+    return KILN_OK;
+}
+
+static kiln_status rt_error(kiln_status st, base_diag *d)
+{
+    return base_diag_add(d, st, "%s", kiln_rt_last_error());
+}
+
+/* Allocates outputs by the artifact's signature and runs once. */
+static kiln_status artifact_run(kiln_rt_model *rm, const ir_tensor *ins, ir_tensor *outs, base_diag *d)
+{
+    const void *in_ptrs[IR_EVAL_MAX_IO];
+    void *out_ptrs[IR_EVAL_MAX_IO];
+    int n_in = kiln_rt_num_inputs(rm), n_out = kiln_rt_num_outputs(rm);
+    for (int i = 0; i < n_in; i++) in_ptrs[i] = ins[i].data;
+    for (int i = 0; i < n_out; i++) {
+        if (!outs[i].data) {
+            const kiln_rt_tensor_info *info = kiln_rt_output(rm, i);
+            KILN_TRY(ir_tensor_alloc(&outs[i], info->dtype, info->rank, info->dims));
+        }
+        out_ptrs[i] = outs[i].data;
+    }
+    kiln_status st = kiln_rt_run(rm, in_ptrs, out_ptrs);
+    return st == KILN_OK ? st : rt_error(st, d);
+}
+
+static void progress_line(void *user, const char *line)
+{
+    if (!*(const bool *)user) fprintf(stderr, "kiln: %s\n", line);
+}
+
+static kiln_status compile_model(ir_model *m, const cli_args *a, const char *out_path, api_compile_report *rep,
+                                 base_diag *d)
+{
+    bool quiet = a->quiet || a->json;
+    api_compile_opts o = {.target = "c", .n_threads = a->threads > 0 ? a->threads : 1, .emit_dir = a->emit_dir,
+                          .meta = a->path ? a->path : "embedded default model", .progress = progress_line,
+                          .progress_user = &quiet};
+    return api_compile(m, &o, out_path, rep, d);
+}
+
+static const char *temp_artifact(char *buf, size_t n)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(buf, n, "%s/kiln-%d-XXXXXX", tmp && tmp[0] ? tmp : "/tmp", (int)getpid());
+    int fd = mkstemp(buf);
+    if (fd < 0) return NULL;
+    close(fd);
+    return buf;
+}
+
+/* Loads an ONNX model (or the embedded one), compiles it to a temporary
+ * artifact and loads that; also hands back the model and the inputs. */
+static kiln_status prepare_compiled(const cli_args *a, ir_model **m, ir_tensor *ins, kiln_rt_model **rm,
+                                    api_compile_report *rep, base_diag *d)
+{
+    KILN_TRY(load_model(a->path, m, d));
+    KILN_TRY(onnx_check_support((*m)->graph, d));
+    KILN_TRY(graph_inputs((*m)->graph, a, ins, d));
+    char tmp[512];
+    if (!temp_artifact(tmp, sizeof(tmp))) return base_diag_add(d, KILN_ERR_IO, "cannot make a temporary file");
+    kiln_status st = compile_model(*m, a, tmp, rep, d);
+    if (st == KILN_OK) {
+        st = kiln_rt_load(tmp, a->threads, rm);
+        if (st != KILN_OK) rt_error(st, d);
+    }
+    unlink(tmp);
+    return st;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 static void print_summary(const char *name, const ir_tensor *t)
@@ -360,125 +668,287 @@ static void print_summary(const char *name, const ir_tensor *t)
     printf("%s]\n", n > 8 ? ", ..." : "");
 }
 
-static double now_s(void)
+/* Compares outputs with the interpreter's; prints a table; false on mismatch. */
+static bool compare_outputs(const ir_graph *g, const ir_tensor *got, const ir_tensor *want, bool quiet)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    bool all_ok = true;
+    if (!quiet) printf("check against the reference interpreter\n");
+    for (int i = 0; i < g->n_outputs; i++) {
+        api_tolerance tol = api_tolerance_for(want[i].dtype);
+        api_compare c = api_compare_tensors(&got[i], &want[i], tol);
+        bool ok = c.shape_ok && c.n_bad == 0;
+        all_ok &= ok;
+        if (quiet && ok) continue;
+        if (!c.shape_ok) {
+            char b1[160], b2[160];
+            printf("  %-24s FAIL: got %s, the interpreter %s\n", g->outputs[i]->name,
+                   ir_tensor_type_str(&got[i], b1, sizeof(b1)), ir_tensor_type_str(&want[i], b2, sizeof(b2)));
+            continue;
+        }
+        printf("  %-24s %s  max abs err %.3g  max rel err %.3g", g->outputs[i]->name, ok ? "pass" : "FAIL", c.max_abs,
+               c.max_rel);
+        if (!ok) printf("  (%lld values outside atol %g + rtol %g; first at %lld)", (long long)c.n_bad, tol.atol,
+                        tol.rtol, (long long)c.first_bad);
+        printf("\n");
+    }
+    return all_ok;
+}
+
+static void release_all(ir_tensor *t, int n)
+{
+    for (int i = 0; i < n; i++) ir_tensor_release(&t[i]);
+}
+
+static kiln_status save_outputs(const char *path, int n, const char *const *names, const ir_tensor *outs, bool quiet,
+                                base_diag *d)
+{
+    KILN_TRY(api_npz_save(path, n, names, outs, d));
+    if (!quiet) printf("wrote   %s\n", path);
+    return KILN_OK;
+}
+
+/* ---- run ---------------------------------------------------------------------------------- */
+
+static int run_artifact(const cli_args *a)
+{
+    base_diag d;
+    base_diag_init(&d);
+    ir_tensor ins[IR_EVAL_MAX_IO] = {{0}}, outs[IR_EVAL_MAX_IO] = {{0}};
+    kiln_rt_model *rm = NULL;
+    kiln_status st = kiln_rt_load(a->path, a->threads, &rm);
+    if (st != KILN_OK) rt_error(st, &d);
+    if (st == KILN_OK) st = artifact_inputs(rm, a, ins, &d);
+    double t0 = now_s();
+    if (st == KILN_OK) st = artifact_run(rm, ins, outs, &d);
+    double t1 = now_s();
+    if (st == KILN_OK && !a->quiet) {
+        printf("artifact %s (%d threads)\noutputs (%.3f ms)\n", a->path, kiln_rt_num_threads(rm), (t1 - t0) * 1e3);
+        for (int i = 0; i < kiln_rt_num_outputs(rm); i++) print_summary(kiln_rt_output(rm, i)->name, &outs[i]);
+    }
+    if (st == KILN_OK && a->out_path) {
+        const char *names[IR_EVAL_MAX_IO] = {0};
+        for (int i = 0; i < kiln_rt_num_outputs(rm); i++) names[i] = kiln_rt_output(rm, i)->name;
+        st = save_outputs(a->out_path, kiln_rt_num_outputs(rm), names, outs, a->quiet, &d);
+    }
+    int rc = st == KILN_OK ? 0 : fail(st, &d, a->path);
+    release_all(ins, IR_EVAL_MAX_IO);
+    release_all(outs, IR_EVAL_MAX_IO);
+    kiln_rt_free(rm);
+    base_diag_free(&d);
+    return rc;
 }
 
 static int cmd_run(int argc, char **argv)
 {
-    const char *path = NULL, *out_path = NULL, *npz_path = NULL;
-    named_shape shapes[64];
-    int n_shapes = 0;
-    struct {
-        const char *name, *file;
-    } files[64];
-    int n_files = 0;
-    bool quiet = false;
-    uint64_t seed = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        bool has_val = i + 1 < argc;
-        if (is_help(a)) return print_help("run");
-        if (strcmp(a, "--input") == 0 && has_val) {
-            const char *v = argv[++i], *eq = strchr(v, '=');
-            if (!eq || eq == v || !eq[1] || n_files >= 64)
-                return usage_error("run", "bad --input '%s' (want NAME=FILE.npy)", v);
-            files[n_files].name = strndup(v, (size_t)(eq - v));
-            files[n_files++].file = eq + 1;
-        } else if (strcmp(a, "--inputs") == 0 && has_val) npz_path = argv[++i];
-        else if (strcmp(a, "--shape") == 0 && has_val) {
-            if (n_shapes >= 64 || !parse_shape(argv[++i], &shapes[n_shapes++]))
-                return usage_error("run", "bad --shape '%s' (want NAME=D0xD1x...)", argv[i]);
-        } else if (strcmp(a, "--seed") == 0 && has_val) seed = strtoull(argv[++i], NULL, 10);
-        else if (strcmp(a, "--output") == 0 && has_val) out_path = argv[++i];
-        else if (strcmp(a, "--quiet") == 0) quiet = true;
-        else if (a[0] == '-') return usage_error("run", "unknown option or missing value '%s'", a);
-        else if (!path) path = a;
-        else return usage_error("run", "unexpected argument '%s'", a);
-    }
+    cli_args a;
+    int rc = parse_args("run", argc, argv, &a);
+    if (rc >= 0) return rc;
+    if (is_artifact(a.path)) return run_artifact(&a);
+    bool interp = a.target && strcmp(a.target, "interp") == 0;
+    if (!a.path) a.check = true; /* the embedded model checks itself */
+    const char *what = a.path ? a.path : "embedded default model";
     base_diag d;
     base_diag_init(&d);
     ir_model *m = NULL;
+    kiln_rt_model *rm = NULL;
+    ir_tensor ins[IR_EVAL_MAX_IO] = {{0}}, outs[IR_EVAL_MAX_IO] = {{0}}, ref[IR_EVAL_MAX_IO] = {{0}};
+    api_compile_report rep;
+    kiln_status st;
+    double t0 = 0, t1 = 0, first = 0;
+    if (interp) {
+        st = load_model(a.path, &m, &d);
+        if (st == KILN_OK) st = onnx_check_support(m->graph, &d);
+        if (st == KILN_OK) st = graph_inputs(m->graph, &a, ins, &d);
+        t0 = now_s();
+        ir_interp_opts opts = {.seed = a.seed};
+        if (st == KILN_OK) st = ir_interp_run(m->graph, ins, outs, &opts, &d);
+        t1 = now_s();
+    } else {
+        st = prepare_compiled(&a, &m, ins, &rm, &rep, &d);
+        double f0 = now_s();
+        if (st == KILN_OK) st = artifact_run(rm, ins, outs, &d);
+        first = now_s() - f0;
+        /* the latency of a warm run */
+        t0 = now_s();
+        if (st == KILN_OK) st = artifact_run(rm, ins, outs, &d);
+        t1 = now_s();
+    }
+    bool same = true;
+    if (st == KILN_OK) {
+        ir_graph *g = m->graph;
+        if (!a.quiet) {
+            printf("model   %s\ninputs\n", what);
+            for (int i = 0; i < g->n_inputs; i++) print_summary(g->inputs[i]->name, &ins[i]);
+            if (interp) printf("outputs (reference interpreter, %.3f ms)\n", (t1 - t0) * 1e3);
+            else
+                printf("compiled for the c target in %.2f s: %d stages, %d nodes in fallback segments; arena %.2f MB\n"
+                       "outputs (c target, %d thread%s: %.3f ms; first run %.3f ms)\n",
+                       rep.seconds_total, rep.n_stages, rep.n_fallback_nodes, (double)rep.arena_bytes / 1e6,
+                       kiln_rt_num_threads(rm), kiln_rt_num_threads(rm) == 1 ? "" : "s", (t1 - t0) * 1e3,
+                       first * 1e3);
+            for (int i = 0; i < g->n_outputs; i++) print_summary(g->outputs[i]->name, &outs[i]);
+        }
+        if (a.check && !interp) {
+            ir_interp_opts opts = {.seed = a.seed};
+            st = ir_interp_run(g, ins, ref, &opts, &d);
+            if (st == KILN_OK) same = compare_outputs(g, outs, ref, a.quiet);
+        }
+        if (st == KILN_OK && a.out_path) {
+            const char *names[IR_EVAL_MAX_IO] = {0};
+            for (int i = 0; i < g->n_outputs; i++) names[i] = g->outputs[i]->name;
+            st = save_outputs(a.out_path, g->n_outputs, names, outs, a.quiet, &d);
+        }
+    }
+    rc = st != KILN_OK ? fail(st, &d, what) : same ? 0 : 9;
+    release_all(ins, IR_EVAL_MAX_IO);
+    release_all(outs, IR_EVAL_MAX_IO);
+    release_all(ref, IR_EVAL_MAX_IO);
+    kiln_rt_free(rm);
+    ir_model_free(m);
+    base_diag_free(&d);
+    return rc;
+}
+
+/* ---- compile ----------------------------------------------------------------------------- */
+
+static int cmd_compile(int argc, char **argv)
+{
+    cli_args a;
+    int rc = parse_args("compile", argc, argv, &a);
+    if (rc >= 0) return rc;
+    if (!a.path) return usage_error("compile", "%s", "a MODEL is required");
+    if (!a.artifact_out) return usage_error("compile", "%s", "-o OUT.kiln is required");
+    if (a.target && strcmp(a.target, "c") != 0) return usage_error("compile", "target '%s' cannot be compiled", a.target);
+    base_diag d;
+    base_diag_init(&d);
+    ir_model *m = NULL;
+    api_compile_report rep;
+    kiln_status st = load_model(a.path, &m, &d);
+    if (st == KILN_OK) st = onnx_check_support(m->graph, &d);
+    if (st == KILN_OK) st = bind_shapes(m->graph, a.shapes, a.n_shapes, NULL, &d);
+    if (st == KILN_OK) st = compile_model(m, &a, a.artifact_out, &rep, &d);
+    if (st == KILN_OK && !a.quiet) {
+        printf("compiled %s -> %s in %.2f s (partition %.2f s, C build %.2f s)\n", a.path, a.artifact_out,
+               rep.seconds_total, rep.seconds_partition, rep.seconds_build);
+        printf("  stages %d:", rep.n_stages);
+        for (int k = 0; k < SCHED_GROUP_KIND_COUNT; k++)
+            if (rep.n_groups_by_kind[k]) printf(" %s %d", sched_group_kind_name((sched_group_kind)k), rep.n_groups_by_kind[k]);
+        printf("\n  nodes in fallback segments %d\n  activation arena %.2f MB, weights %.2f MB, code %.1f KB\n",
+               rep.n_fallback_nodes, (double)rep.arena_bytes / 1e6, (double)rep.weight_bytes / 1e6,
+               (double)rep.code_bytes / 1e3);
+    }
+    rc = st == KILN_OK ? 0 : fail(st, &d, a.path);
+    ir_model_free(m);
+    base_diag_free(&d);
+    return rc;
+}
+
+/* ---- bench -------------------------------------------------------------------------------- */
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+static int cmd_bench(int argc, char **argv)
+{
+    cli_args a;
+    int rc = parse_args("bench", argc, argv, &a);
+    if (rc >= 0) return rc;
+    if (!a.path) return usage_error("bench", "%s", "a MODEL or ARTIFACT is required");
+    base_diag d;
+    base_diag_init(&d);
+    ir_model *m = NULL;
+    kiln_rt_model *rm = NULL;
     ir_tensor ins[IR_EVAL_MAX_IO] = {{0}}, outs[IR_EVAL_MAX_IO] = {{0}};
-    api_npz npz = {0};
-    int rc = 0;
-    kiln_status st = load_model(path, &m, &d);
-    const char *what = path ? path : "embedded default model";
-    if (st != KILN_OK) goto done;
-    ir_graph *g = m->graph;
-    if (g->n_inputs > IR_EVAL_MAX_IO || g->n_outputs > IR_EVAL_MAX_IO) {
-        st = base_diag_add(&d, KILN_ERR_UNSUPPORTED, "too many inputs or outputs");
-        goto done;
+    api_compile_report rep = {0};
+    double *lat = base_malloc((size_t)a.iterations * sizeof(double));
+    kiln_status st = lat ? KILN_OK : KILN_ERR_OOM;
+    bool compiled = !is_artifact(a.path);
+    if (st == KILN_OK && compiled) st = prepare_compiled(&a, &m, ins, &rm, &rep, &d);
+    else if (st == KILN_OK) {
+        st = kiln_rt_load(a.path, a.threads, &rm);
+        if (st != KILN_OK) rt_error(st, &d);
+        if (st == KILN_OK) st = artifact_inputs(rm, &a, ins, &d);
     }
-    st = onnx_check_support(g, &d);
-    if (st != KILN_OK) goto done;
-    /* inputs from files */
-    if (npz_path) {
-        st = api_npz_load(npz_path, &npz, &d);
-        if (st != KILN_OK) goto done;
+    double first = 0;
+    if (st == KILN_OK) {
+        double t0 = now_s();
+        st = artifact_run(rm, ins, outs, &d);
+        first = now_s() - t0;
     }
-    for (int f = 0; f < n_files; f++) {
-        int i = 0;
-        while (i < g->n_inputs && strcmp(g->inputs[i]->name, files[f].name) != 0) i++;
-        if (i == g->n_inputs) {
-            st = base_diag_add(&d, KILN_ERR_INVALID_ARG, "--input: the model has no input '%s'", files[f].name);
-            goto done;
+    for (int i = 0; i < a.warmup && st == KILN_OK; i++) st = artifact_run(rm, ins, outs, &d);
+    for (int i = 0; i < a.iterations && st == KILN_OK; i++) {
+        double t0 = now_s();
+        st = artifact_run(rm, ins, outs, &d);
+        lat[i] = now_s() - t0;
+    }
+    if (st == KILN_OK) {
+        qsort(lat, (size_t)a.iterations, sizeof(double), cmp_double);
+        int n = a.iterations;
+        double mn = lat[0], med = lat[n / 2], p90 = lat[(int)(0.9 * (n - 1))], p99 = lat[(int)(0.99 * (n - 1))];
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        double peak_mb = (double)ru.ru_maxrss / 1024.0;
+        int threads = kiln_rt_num_threads(rm);
+        if (a.json)
+            printf("{\"model\": \"%s\", \"threads\": %d, \"compile_s\": %.3f, \"first_run_ms\": %.3f, "
+                   "\"min_ms\": %.4f, \"median_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, "
+                   "\"throughput_per_s\": %.2f, \"iterations\": %d, \"peak_rss_mb\": %.1f, "
+                   "\"arena_mb\": %.3f, \"fallback_nodes\": %d}\n",
+                   a.path, threads, rep.seconds_total, first * 1e3, mn * 1e3, med * 1e3, p90 * 1e3, p99 * 1e3,
+                   1.0 / med, n, peak_mb, (double)kiln_rt_arena_bytes(rm) / 1e6, rep.n_fallback_nodes);
+        else {
+            printf("bench %s (c target, %d thread%s)\n", a.path, threads, threads == 1 ? "" : "s");
+            if (compiled) printf("  compile      %.2f s (%d nodes in fallback segments)\n", rep.seconds_total, rep.n_fallback_nodes);
+            printf("  first run    %.3f ms\n  latency      min %.3f  median %.3f  p90 %.3f  p99 %.3f ms (%d runs after %d warm-up)\n"
+                   "  throughput   %.1f inferences/s\n  peak memory  %.1f MB resident (arena %.2f MB)\n",
+                   first * 1e3, mn * 1e3, med * 1e3, p90 * 1e3, p99 * 1e3, n, a.warmup, 1.0 / med, peak_mb,
+                   (double)kiln_rt_arena_bytes(rm) / 1e6);
         }
-        ir_tensor_release(&ins[i]);
-        st = api_npy_load(files[f].file, &ins[i], &d);
-        if (st != KILN_OK) goto done;
     }
-    for (int k = 0; k < npz.n; k++) {
-        int i = 0;
-        while (i < g->n_inputs && strcmp(g->inputs[i]->name, npz.names[k]) != 0) i++;
-        if (i == g->n_inputs) {
-            st = base_diag_add(&d, KILN_ERR_INVALID_ARG, "%s: the model has no input '%s'", npz_path, npz.names[k]);
-            goto done;
-        }
-        if (!ins[i].data) {
-            st = ir_tensor_copy(&ins[i], &npz.tensors[k]);
-            if (st != KILN_OK) goto done;
-        }
+    rc = st == KILN_OK ? 0 : fail(st, &d, a.path);
+    base_free(lat);
+    release_all(ins, IR_EVAL_MAX_IO);
+    release_all(outs, IR_EVAL_MAX_IO);
+    kiln_rt_free(rm);
+    ir_model_free(m);
+    base_diag_free(&d);
+    return rc;
+}
+
+/* ---- verify ------------------------------------------------------------------------------- */
+
+static int cmd_verify(int argc, char **argv)
+{
+    cli_args a;
+    int rc = parse_args("verify", argc, argv, &a);
+    if (rc >= 0) return rc;
+    if (!a.path) return usage_error("verify", "%s", "a MODEL is required");
+    a.quiet = true; /* no compile progress */
+    base_diag d;
+    base_diag_init(&d);
+    ir_model *m = NULL;
+    kiln_rt_model *rm = NULL;
+    ir_tensor ins[IR_EVAL_MAX_IO] = {{0}}, outs[IR_EVAL_MAX_IO] = {{0}}, ref[IR_EVAL_MAX_IO] = {{0}};
+    api_compile_report rep;
+    kiln_status st = prepare_compiled(&a, &m, ins, &rm, &rep, &d);
+    if (st == KILN_OK) st = artifact_run(rm, ins, outs, &d);
+    ir_interp_opts opts = {.seed = a.seed};
+    if (st == KILN_OK) st = ir_interp_run(m->graph, ins, ref, &opts, &d);
+    bool same = false;
+    if (st == KILN_OK) {
+        printf("verify %s: c target (%d stages, %d nodes in fallback segments) against the reference interpreter\n",
+               a.path, rep.n_stages, rep.n_fallback_nodes);
+        same = compare_outputs(m->graph, outs, ref, false);
+        printf("%s\n", same ? "PASS" : "FAIL");
     }
-    st = bind_shapes(g, shapes, n_shapes, ins, &d);
-    if (st != KILN_OK) goto done;
-    rng_state = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (int i = 0; i < g->n_inputs; i++) {
-        if (ins[i].data) continue; /* given as a file */
-        st = random_input(g->inputs[i], &ins[i]);
-        if (st != KILN_OK) goto done;
-    }
-    if (!quiet) {
-        printf("model   %s\ninputs\n", what);
-        for (int i = 0; i < g->n_inputs; i++) print_summary(g->inputs[i]->name, &ins[i]);
-    }
-    ir_interp_opts opts = {.seed = seed};
-    double t0 = now_s();
-    st = ir_interp_run(g, ins, outs, &opts, &d);
-    double t1 = now_s();
-    if (st != KILN_OK) goto done;
-    if (!quiet) {
-        printf("outputs (reference interpreter, %.1f ms)\n", (t1 - t0) * 1e3);
-        for (int i = 0; i < g->n_outputs; i++) print_summary(g->outputs[i]->name, &outs[i]);
-    }
-    if (out_path) {
-        const char *names[IR_EVAL_MAX_IO];
-        for (int i = 0; i < g->n_outputs; i++) names[i] = g->outputs[i]->name;
-        st = api_npz_save(out_path, g->n_outputs, names, outs, &d);
-        if (st != KILN_OK) goto done;
-        if (!quiet) printf("wrote   %s\n", out_path);
-    }
-done:
-    if (st != KILN_OK) rc = fail(st, &d, what);
-    for (int i = 0; i < IR_EVAL_MAX_IO; i++) {
-        ir_tensor_release(&ins[i]);
-        ir_tensor_release(&outs[i]);
-    }
-    for (int f = 0; f < n_files; f++) free((char *)files[f].name);
-    api_npz_free(&npz);
+    rc = st != KILN_OK ? fail(st, &d, a.path) : same ? 0 : 9;
+    release_all(ins, IR_EVAL_MAX_IO);
+    release_all(outs, IR_EVAL_MAX_IO);
+    release_all(ref, IR_EVAL_MAX_IO);
+    kiln_rt_free(rm);
     ir_model_free(m);
     base_diag_free(&d);
     return rc;
@@ -535,6 +1005,9 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "help") == 0) return print_help(argc > 2 ? argv[2] : NULL);
     if (strcmp(cmd, "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);
     if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
+    if (strcmp(cmd, "compile") == 0) return cmd_compile(argc - 2, argv + 2);
+    if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
+    if (strcmp(cmd, "verify") == 0) return cmd_verify(argc - 2, argv + 2);
     if (strcmp(cmd, "ops") == 0) return cmd_ops(argc - 2, argv + 2);
     fprintf(stderr, "kiln: unknown command '%s' (see 'kiln --help')\n", cmd);
     return 1;

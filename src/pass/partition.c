@@ -202,7 +202,7 @@ static kiln_status fuse_epilogue(builder *b, const ir_graph *g, int gi)
         if (!n || n->n_out < 1 || !n->out[0] || !n->out[0]->shape_known || !ir_same_shape(&n->out[0]->t, &cur->t))
             break;
         bool take = false;
-        if ((n->op == KILN_OP_MUL || n->op == KILN_OP_DIV) && !any && !has_act) {
+        if ((n->op == KILN_OP_MUL || n->op == KILN_OP_DIV) && !any && !has_act && anchor->op != KILN_OP_CONV) {
             const ir_value *other = n->in[0] == cur ? n->in[1] : n->in[0];
             double s;
             take = is_const_scalar(other, &s) && (n->op == KILN_OP_MUL || n->in[1] == other) && s != 0;

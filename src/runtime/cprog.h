@@ -70,6 +70,10 @@ typedef struct kiln_host {
      * failure the run reports the segment's error. Called from rTask 0 of a
      * one-rTask stage. */
     int (*run_segment)(const struct kiln_host *h, const kiln_cctx *c, int seg);
+    /* Records that an rTask met bad data (an index out of range...): the
+     * run finishes and then fails with this message. Thread-safe; the
+     * first message wins. */
+    void (*fail)(const struct kiln_host *h, const char *msg);
     void *impl;
 } kiln_host;
 

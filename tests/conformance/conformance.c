@@ -3,7 +3,7 @@
  * node/, pytorch-converted/, pytorch-operator/, simple/) on a kiln target
  * and compares with the expected outputs.
  *
- *   conformance [--target interp] [--filter SUBSTR] [--xfail FILE] [--verbose]
+ *   conformance [--target interp|c] [--filter SUBSTR] [--xfail FILE] [--verbose]
  *               [--timeout SECONDS] DIR...
  *
  * Each DIR holds case folders with model.onnx and test_data_set_N folders. Every
@@ -16,7 +16,9 @@
  * failure list (FILE: "folder/case  reason" per line) marks known failures;
  * one of them passing is reported so the list stays honest.
  */
+#include "api/compile.h"
 #include "ir/interp.h"
+#include "kiln_rt.h"
 #include "onnx/onnx.h"
 
 #include <dirent.h>
@@ -35,6 +37,7 @@
 #define MAX_IO 64
 
 static int verbose;
+static int use_target_c; /* run through the c target instead of the interpreter */
 static int timeout_s = 120;
 static const char *filter;
 
@@ -126,6 +129,37 @@ static int read_set(const char *dir, const char *kind, ir_tensor *ts, int max, b
     return n;
 }
 
+/* Compiles g (input shapes bound, shapes inferred) for the c target and
+ * runs it on ins; outputs allocated into got[]. */
+static kiln_status run_compiled(ir_model *m, const ir_tensor *ins, ir_tensor *got, base_diag *d)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/tmp/kiln-conf-%d.kiln", (int)getpid());
+    api_compile_opts o = {.target = "c", .n_threads = 2};
+    api_compile_report rep;
+    kiln_status st = api_compile(m, &o, path, &rep, d);
+    if (st != KILN_OK) return st;
+    kiln_rt_model *rm;
+    st = kiln_rt_load(path, 2, &rm);
+    unlink(path);
+    if (st != KILN_OK) return base_diag_add(d, st, "load: %s", kiln_rt_last_error());
+    const ir_graph *g = m->graph;
+    const void *in_ptrs[MAX_IO];
+    void *out_ptrs[MAX_IO];
+    for (int i = 0; i < g->n_inputs; i++) in_ptrs[i] = ins[i].data;
+    for (int i = 0; i < g->n_outputs && st == KILN_OK; i++) {
+        const kiln_rt_tensor_info *info = kiln_rt_output(rm, i);
+        st = ir_tensor_alloc(&got[i], info->dtype, info->rank, info->dims);
+        out_ptrs[i] = got[i].data;
+    }
+    if (st == KILN_OK) {
+        st = kiln_rt_run(rm, in_ptrs, out_ptrs);
+        if (st != KILN_OK) base_diag_add(d, st, "%s", kiln_rt_last_error());
+    }
+    kiln_rt_free(rm);
+    return st;
+}
+
 /* Runs one case; returns 0 on pass and writes the failure reason otherwise. */
 static int run_case(const char *case_dir, char *why, size_t n)
 {
@@ -183,8 +217,31 @@ static int run_case(const char *case_dir, char *why, size_t n)
                 break;
             }
         }
+        if (use_target_c && s > 0) {
+            /* each data set compiles for its own input shapes */
+            ir_model_free(m);
+            m = NULL;
+            if (onnx_load_file(path, &m, &d) != KILN_OK) {
+                snprintf(why, n, "reload: %s", base_diag_text(&d));
+                rc = 1;
+                break;
+            }
+            g = m->graph;
+            for (int i = 0; i < n_in; i++) {
+                ir_value *v = g->inputs[i];
+                v->t.rank = ins[i].rank;
+                memcpy(v->t.dims, ins[i].dims, sizeof(v->t.dims));
+                v->shape_known = true;
+            }
+            if (ir_infer_shapes(g, &d) != KILN_OK) {
+                snprintf(why, n, "shape inference: %s", base_diag_text(&d));
+                rc = 1;
+                break;
+            }
+        }
         ir_interp_opts opts = {.seed = 1};
-        if (ir_interp_run(g, ins, got, &opts, &d) != KILN_OK) {
+        kiln_status rs = use_target_c ? run_compiled(m, ins, got, &d) : ir_interp_run(g, ins, got, &opts, &d);
+        if (rs != KILN_OK) {
             snprintf(why, n, "run: %s", base_diag_text(&d));
             rc = 1;
             break;
@@ -284,7 +341,7 @@ static void load_xfails(const char *path)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: conformance [--target interp] [--filter SUBSTR] [--xfail FILE] [--verbose]\n"
+    fprintf(f, "usage: conformance [--target interp|c] [--filter SUBSTR] [--xfail FILE] [--verbose]\n"
                "                   [--timeout SECONDS] DIR...\n"
                "Runs ONNX backend test cases and compares with their expected outputs.\n"
                "Exit status: 0 when every case passes or is an expected failure, 1 otherwise.\n");
@@ -300,8 +357,10 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--xfail") == 0 && i + 1 < argc) load_xfails(argv[++i]);
         else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) timeout_s = atoi(argv[++i]);
         else if (strcmp(argv[i], "--target") == 0 && i + 1 < argc) {
-            if (strcmp(argv[++i], "interp") != 0) {
-                fprintf(stderr, "conformance: unknown target '%s' (known: interp)\n", argv[i]);
+            const char *t = argv[++i];
+            if (strcmp(t, "c") == 0) use_target_c = 1;
+            else if (strcmp(t, "interp") != 0) {
+                fprintf(stderr, "conformance: unknown target '%s' (known: interp, c)\n", t);
                 return 2;
             }
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {

@@ -1,0 +1,35 @@
+/*
+ * compile.h: the compile driver: a loaded model with bound input shapes ->
+ * a .kiln artifact, through partition, memory plan and a target.
+ */
+#ifndef KILN_API_COMPILE_H
+#define KILN_API_COMPILE_H
+
+#include "target/target.h"
+
+typedef struct api_compile_opts {
+    const char *target;  /* "c" */
+    int n_threads;       /* the vEUs the program is tuned for */
+    const char *emit_dir;
+    const char *meta;    /* free text stored in the artifact */
+    void (*progress)(void *user, const char *line);
+    void *progress_user;
+} api_compile_opts;
+
+/* What compiling found, for reports. */
+typedef struct api_compile_report {
+    int n_groups_by_kind[SCHED_GROUP_KIND_COUNT];
+    int n_stages, n_fallback_nodes;
+    uint64_t arena_bytes, weight_bytes, code_bytes;
+    double seconds_partition, seconds_build, seconds_total;
+} api_compile_report;
+
+/* Partitions and plans g (shapes inferred) for a target without building:
+ * what `kiln inspect` reports. OUT: p (sched_program_free). */
+kiln_status api_plan(ir_graph *g, const target *t, sched_program *p, base_arena *a, base_diag *d);
+
+/* Compiles m's graph (input shapes bound, shapes inferred) into an artifact at out_path. */
+kiln_status api_compile(ir_model *m, const api_compile_opts *o, const char *out_path, api_compile_report *rep,
+                        base_diag *d);
+
+#endif

@@ -1,0 +1,45 @@
+/*
+ * tolerance.c: per-dtype tolerances and tensor comparison (tolerance.h).
+ */
+#include "api/tolerance.h"
+
+#include <math.h>
+
+api_tolerance api_tolerance_for(kiln_dtype t)
+{
+    switch (t) {
+    case KILN_F64: return (api_tolerance){1e-6, 1e-9};
+    case KILN_F32: return (api_tolerance){1e-3, 1e-4};
+    case KILN_F16: return (api_tolerance){1e-2, 1e-3};
+    case KILN_BF16: return (api_tolerance){5e-2, 1e-2};
+    default: return (api_tolerance){0, 0};
+    }
+}
+
+api_compare api_compare_tensors(const ir_tensor *got, const ir_tensor *want, api_tolerance tol)
+{
+    api_compare c = {.first_bad = -1};
+    c.shape_ok = got->dtype == want->dtype && ir_same_shape(got, want);
+    if (!c.shape_ok) return c;
+    int64_t n = ir_numel(want);
+    bool is_float = ir_dtype_is_float(want->dtype);
+    for (int64_t i = 0; i < n; i++) {
+        bool ok;
+        if (is_float) {
+            double g = ir_get_f64(got, i), w = ir_get_f64(want, i);
+            if (isnan(w) || isnan(g)) ok = isnan(w) && isnan(g);
+            else if (isinf(w)) ok = g == w;
+            else {
+                double err = fabs(g - w), rel = err / (fabs(w) > 1e-30 ? fabs(w) : 1e-30);
+                if (err > c.max_abs) c.max_abs = err;
+                if (err > tol.atol && rel > c.max_rel) c.max_rel = rel;
+                ok = err <= tol.atol + tol.rtol * fabs(w);
+            }
+        } else {
+            ok = ir_get_i64(got, i) == ir_get_i64(want, i);
+            if (!ok) c.max_abs = fmax(c.max_abs, fabs((double)ir_get_i64(got, i) - (double)ir_get_i64(want, i)));
+        }
+        if (!ok && c.n_bad++ == 0) c.first_bad = i;
+    }
+    return c;
+}

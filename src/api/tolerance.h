@@ -1,0 +1,29 @@
+/*
+ * tolerance.h: the per-dtype tolerances every comparison of a target with
+ * the reference interpreter uses (kiln verify, conformance through a
+ * target, model tests): |got - want| <= atol + rtol * |want|; integers and
+ * bools compare exactly.
+ */
+#ifndef KILN_API_TOLERANCE_H
+#define KILN_API_TOLERANCE_H
+
+#include "ir/ir.h"
+
+typedef struct api_tolerance {
+    double rtol, atol;
+} api_tolerance;
+
+api_tolerance api_tolerance_for(kiln_dtype t);
+
+/* Compares got with want (same dtype and shape required); fills the
+ * largest absolute and relative errors and the count of elements outside
+ * the tolerance. */
+typedef struct api_compare {
+    double max_abs, max_rel;
+    int64_t n_bad, first_bad;
+    bool shape_ok;
+} api_compare;
+
+api_compare api_compare_tensors(const ir_tensor *got, const ir_tensor *want, api_tolerance tol);
+
+#endif

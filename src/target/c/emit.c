@@ -1,0 +1,326 @@
+/*
+ * emit.c: the `c` target: generated C for a partitioned, planned graph.
+ *
+ * One C file per model: each group becomes an rOperator `op_<id>(c, t)`
+ * computing rTask t (Rammer 3.1), calling the kernel templates of
+ * kernels/kc.h for contractions, pooling and row normalisations, and
+ * looping directly for fused elementwise groups and data movement. The
+ * stage table is the rProgram: stages run in order on the worker pool, with
+ * a barrier only where a stage touches bytes an unfinished stage reads or
+ * writes. Groups without a template run as fallback segments on the
+ * reference interpreter inside the runtime. Code names the ONNX nodes it
+ * comes from.
+ */
+#include "target/c/c-impl.h"
+
+#include "onnx/onnx.h"
+
+#include <stdio.h>
+#include <string.h>
+
+const char *c_type(kiln_dtype t)
+{
+    switch (t) {
+    case KILN_F32: return "float";
+    case KILN_F64: return "double";
+    case KILN_I64: return "int64_t";
+    case KILN_I32: return "int32_t";
+    case KILN_I16: return "int16_t";
+    case KILN_I8: return "int8_t";
+    case KILN_U8: return "uint8_t";
+    case KILN_U16: return "uint16_t";
+    case KILN_U32: return "uint32_t";
+    case KILN_U64: return "uint64_t";
+    case KILN_BOOL: return "uint8_t";
+    default: return NULL;
+    }
+}
+
+const char *c_ptr(const c_emitter *e, const ir_value *v, const char *ctype, char *buf, size_t n)
+{
+    const sched_place *pl = &e->p->place[v->id];
+    switch (pl->loc) {
+    case SCHED_LOC_ARENA: snprintf(buf, n, "((%s *)(c->arena + %llu))", ctype, (unsigned long long)pl->offset); break;
+    case SCHED_LOC_WEIGHTS:
+        snprintf(buf, n, "((const %s *)(c->weights + %llu))", ctype, (unsigned long long)pl->offset);
+        break;
+    case SCHED_LOC_INPUT: snprintf(buf, n, "((const %s *)c->io[%llu])", ctype, (unsigned long long)pl->offset); break;
+    case SCHED_LOC_OUTPUT:
+        snprintf(buf, n, "((%s *)c->io[%d])", ctype, e->g->n_inputs + (int)pl->offset);
+        break;
+    default: KILN_ASSERT(!"value without a place");
+    }
+    return buf;
+}
+
+/* ---- what compiles -------------------------------------------------------------- */
+
+/* TEMPORARY while emit_ews.c / emit_move.c are written: absent, those
+ * groups fall back to the interpreter. */
+#pragma weak c_can_elementwise
+#pragma weak c_can_move
+#pragma weak c_emit_elementwise
+#pragma weak c_emit_move
+
+static bool c_can_compile(const ir_node *n)
+{
+    for (int j = 0; j < n->n_out; j++)
+        if (n->out[j] && !n->out[j]->shape_known) return false;
+    switch (n->op) {
+    case KILN_OP_CONV: case KILN_OP_MAT_MUL: case KILN_OP_GEMM: return c_can_contract(n);
+    case KILN_OP_MAX_POOL: case KILN_OP_AVERAGE_POOL: return c_can_pool(n);
+    case KILN_OP_SOFTMAX: case KILN_OP_LOG_SOFTMAX: case KILN_OP_LAYER_NORMALIZATION:
+    case KILN_OP_GLOBAL_AVERAGE_POOL:
+        return c_can_rows(n);
+    case KILN_OP_RESHAPE: case KILN_OP_FLATTEN: case KILN_OP_SQUEEZE: case KILN_OP_UNSQUEEZE:
+    case KILN_OP_IDENTITY:
+        return true;
+    case KILN_OP_DROPOUT: return n->n_in < 3 || !n->in[2] || (n->in[2]->is_const && ir_get_f64(&n->in[2]->t, 0) == 0);
+    default:
+        if (n->op < KILN_OP_COUNT && (ir_ops[n->op].flags & IR_OPF_ELEMENTWISE))
+            return c_can_elementwise != NULL && c_can_elementwise(n);
+        return c_can_move != NULL && c_can_move(n);
+    }
+}
+
+/* ---- barriers ---------------------------------------------------------------------- */
+
+typedef struct span {
+    sched_loc loc;
+    uint64_t lo, hi; /* bytes; for INPUT/OUTPUT lo is the io index */
+} span;
+
+static int group_spans(const c_emitter *e, const sched_group *grp, bool writes, span *s, int max)
+{
+    int n = 0;
+    int count = writes ? grp->n_out : grp->n_in;
+    for (int i = 0; i < count && n < max; i++) {
+        const ir_value *v = writes ? grp->out[i] : grp->in[i];
+        if (v->graph != e->g) continue;
+        const sched_place *pl = &e->p->place[v->id];
+        if (pl->loc == SCHED_LOC_NONE || pl->loc == SCHED_LOC_WEIGHTS) continue;
+        if (pl->loc == SCHED_LOC_ARENA) s[n++] = (span){pl->loc, pl->offset, pl->offset + v->t.nbytes};
+        else s[n++] = (span){pl->loc, pl->offset, pl->offset + 1};
+    }
+    return n;
+}
+
+static bool spans_meet(const span *a, int na, const span *b, int nb)
+{
+    for (int i = 0; i < na; i++)
+        for (int j = 0; j < nb; j++)
+            if (a[i].loc == b[j].loc && a[i].lo < b[j].hi && b[j].lo < a[i].hi) return true;
+    return false;
+}
+
+#define MAX_SPANS 256
+
+/* wait[s] = 1 when stage s must wait for the stages before it. */
+static kiln_status plan_barriers(const c_emitter *e, int *wait)
+{
+    span *pend_r = base_malloc(MAX_SPANS * 8 * sizeof(span)), *pend_w = base_malloc(MAX_SPANS * 8 * sizeof(span));
+    span r[MAX_SPANS], w[MAX_SPANS];
+    if (!pend_r || !pend_w) {
+        base_free(pend_r);
+        base_free(pend_w);
+        return KILN_ERR_OOM;
+    }
+    int n_pr = 0, n_pw = 0;
+    for (int s = 0; s < e->p->n_groups; s++) {
+        const sched_group *grp = e->p->groups[s];
+        if (grp->kind == SCHED_GROUP_ALIAS) {
+            wait[s] = 0;
+            continue;
+        }
+        int nr = group_spans(e, grp, false, r, MAX_SPANS), nw = group_spans(e, grp, true, w, MAX_SPANS);
+        bool hazard = s == 0 || grp->kind == SCHED_GROUP_FALLBACK || spans_meet(r, nr, pend_w, n_pw) ||
+                      spans_meet(w, nw, pend_w, n_pw) || spans_meet(w, nw, pend_r, n_pr) ||
+                      n_pr + nr > MAX_SPANS * 8 || n_pw + nw > MAX_SPANS * 8;
+        if (hazard) {
+            n_pr = n_pw = 0;
+        }
+        wait[s] = hazard && s > 0;
+        memcpy(pend_r + n_pr, r, (size_t)nr * sizeof(span));
+        n_pr += nr;
+        memcpy(pend_w + n_pw, w, (size_t)nw * sizeof(span));
+        n_pw += nw;
+        if (grp->kind == SCHED_GROUP_FALLBACK) n_pr = n_pw = MAX_SPANS * 8; /* the next stage waits */
+    }
+    base_free(pend_r);
+    base_free(pend_w);
+    return KILN_OK;
+}
+
+/* ---- fallback segments ------------------------------------------------------------------ */
+
+static kiln_status emit_fallback(c_emitter *e, const sched_group *grp)
+{
+    target_output *o = e->out;
+    ir_value **ins = base_malloc(((size_t)grp->n_in + 1) * sizeof(ir_value *));
+    if (!ins) return KILN_ERR_OOM;
+    int n_ins = 0;
+    for (int i = 0; i < grp->n_in; i++)
+        if (!grp->in[i]->is_const) ins[n_ins++] = grp->in[i];
+    target_segment *segs = base_realloc(o->segments, ((size_t)o->n_segments + 1) * sizeof(target_segment));
+    if (!segs) {
+        base_free(ins);
+        return KILN_ERR_OOM;
+    }
+    o->segments = segs;
+    target_segment *seg = &o->segments[o->n_segments];
+    memset(seg, 0, sizeof(*seg));
+    kiln_status st = onnx_export_nodes(e->g, grp->nodes, grp->n_nodes, ins, n_ins, grp->out, grp->n_out, &seg->onnx,
+                                       &seg->onnx_bytes, e->d);
+    base_free(ins);
+    if (st != KILN_OK) return st;
+    seg->group = grp->id;
+    base_str_printf(&e->ops,
+                    "/* group %d (fallback segment %d, reference interpreter): %s */\n"
+                    "static void op_%d(const kiln_cctx *c, int t)\n{\n    (void)t;\n"
+                    "    c->host->run_segment(c->host, c, %d);\n}\n\n",
+                    grp->id, o->n_segments, grp->name, grp->id, o->n_segments);
+    base_str_printf(&e->init, "    stages[%d].n_rtasks = 1;\n", grp->id);
+    o->n_segments++;
+    return KILN_OK;
+}
+
+/* ---- the program -------------------------------------------------------------------------- */
+
+/* Graph outputs that no group writes (an input or a constant passed
+ * through) are copied in a last stage. */
+static void emit_output_copies(c_emitter *e, int id, bool *any)
+{
+    base_str body;
+    base_str_init(&body);
+    for (int i = 0; i < e->g->n_outputs; i++) {
+        const ir_value *v = e->g->outputs[i];
+        const sched_place *pl = &e->p->place[v->id];
+        if (pl->loc == SCHED_LOC_OUTPUT && pl->offset == (uint64_t)i) continue;
+        char src[160];
+        c_ptr(e, v, "uint8_t", src, sizeof(src));
+        base_str_printf(&body, "    memcpy(c->io[%d], %s, %zu); /* output '%s' */\n", e->g->n_inputs + i, src,
+                        v->t.nbytes, v->name);
+    }
+    *any = body.len > 0;
+    if (*any)
+        base_str_printf(&e->ops, "/* stage %d: graph outputs that are inputs or constants */\n"
+                                 "static void op_%d(const kiln_cctx *c, int t)\n{\n    (void)t;\n%s}\n\n",
+                        id, id, base_str_get(&body));
+    base_str_free(&body);
+}
+
+static kiln_status emit_program(c_emitter *e, base_str *src)
+{
+    const sched_program *p = e->p;
+    kiln_status st = KILN_OK;
+    for (int s = 0; s < p->n_groups && st == KILN_OK; s++) {
+        const sched_group *grp = p->groups[s];
+        switch (grp->kind) {
+        case SCHED_GROUP_CONV: st = c_emit_conv(e, grp); break;
+        case SCHED_GROUP_GEMM: st = c_emit_gemm(e, grp); break;
+        case SCHED_GROUP_POOL: st = c_emit_pool(e, grp); break;
+        case SCHED_GROUP_ROWS: st = c_emit_rows(e, grp); break;
+        case SCHED_GROUP_ELEMENTWISE: st = c_emit_elementwise(e, grp); break;
+        case SCHED_GROUP_MOVE: st = c_emit_move(e, grp); break;
+        case SCHED_GROUP_FALLBACK: st = emit_fallback(e, grp); break;
+        case SCHED_GROUP_ALIAS:
+            base_str_printf(&e->ops, "/* group %d (alias, no code): %s */\n", grp->id, grp->name);
+            break;
+        default: st = KILN_ERR_INTERNAL;
+        }
+    }
+    if (st != KILN_OK) return st;
+    bool copies;
+    emit_output_copies(e, p->n_groups, &copies);
+    int n_stages = p->n_groups + (copies ? 1 : 0);
+    int *wait = base_calloc((size_t)n_stages + 1, sizeof(int));
+    if (!wait) return KILN_ERR_OOM;
+    st = plan_barriers(e, wait);
+    if (st != KILN_OK) {
+        base_free(wait);
+        return st;
+    }
+    if (copies) {
+        wait[p->n_groups] = 1;
+        base_str_printf(&e->init, "    stages[%d].n_rtasks = 1;\n", p->n_groups);
+    }
+
+    base_str_printf(src,
+                    "/*\n * Generated by kiln %s (target c, %d threads): do not edit.\n"
+                    " * %d stages; arena %llu bytes; weights %llu bytes.\n */\n"
+                    "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n"
+                    "#include \"cprog.h\"\n#include \"kc.h\"\n#include \"kc_math.h\"\n\n",
+                    KILN_VERSION, e->o->n_threads, n_stages, (unsigned long long)p->arena_bytes,
+                    (unsigned long long)p->weight_bytes);
+    base_str_printf(src, "static kiln_cstage stages[%d];\nstatic size_t packed_ofs[%d];\n\n", n_stages + 1,
+                    e->n_packed + 1);
+    base_str_cat(src, base_str_get(&e->decls));
+    base_str_cat(src, "\n");
+    base_str_cat(src, base_str_get(&e->ops));
+    base_str_cat(src, "static void prepare(const uint8_t *w, uint8_t *pk)\n{\n    (void)w;\n    (void)pk;\n");
+    base_str_cat(src, base_str_get(&e->prep));
+    base_str_cat(src, "}\n\n");
+    base_str_printf(src, "static kiln_cprog prog = {\n    .abi = KILN_CPROG_ABI,\n    .n_stages = %d,\n"
+                         "    .stages = stages,\n    .arena_bytes = %llu,\n    .weight_bytes = %llu,\n"
+                         "    .prepare = prepare,\n"
+                         "#if defined(__AVX512F__)\n    .isa = \"avx512\",\n"
+                         "#elif defined(__AVX2__) && defined(__FMA__)\n    .isa = \"avx2\",\n"
+                         "#else\n    .isa = \"generic\",\n#endif\n};\n\n",
+                    n_stages, (unsigned long long)p->arena_bytes, (unsigned long long)p->weight_bytes);
+    base_str_cat(src, "static void init_program(void)\n{\n    size_t packed = 0, scratch = 0;\n");
+    for (int s = 0; s < n_stages; s++) {
+        const char *name = s < p->n_groups ? p->groups[s]->name : "output copies";
+        bool has_code = s == p->n_groups || p->groups[s]->kind != SCHED_GROUP_ALIAS;
+        if (has_code) base_str_printf(src, "    stages[%d] = (kiln_cstage){op_%d, 0, %d, \"", s, s, wait[s]);
+        else base_str_printf(src, "    stages[%d] = (kiln_cstage){0, 0, 0, \"", s);
+        for (const char *q = name; *q; q++) {
+            if (*q == '"' || *q == '\\') base_str_printf(src, "\\%c", *q);
+            else if ((unsigned char)*q < 32) base_str_cat(src, "?");
+            else base_str_printf(src, "%c", *q);
+        }
+        base_str_cat(src, "\"};\n");
+    }
+    base_free(wait);
+    base_str_cat(src, base_str_get(&e->init));
+    base_str_cat(src, "    prog.packed_bytes = packed;\n    prog.scratch_bytes = scratch;\n}\n\n"
+                      "__attribute__((visibility(\"default\"))) const kiln_cprog *kiln_cprog_get(void);\n"
+                      "const kiln_cprog *kiln_cprog_get(void)\n{\n    static int ready;\n"
+                      "    if (!ready) {\n        init_program();\n        ready = 1;\n    }\n    return &prog;\n}\n");
+    return src->oom ? KILN_ERR_OOM : KILN_OK;
+}
+
+/* ---- the target ---------------------------------------------------------------------------- */
+
+static kiln_status c_build(const ir_graph *g, const sched_program *p, const target_options *o, target_output *out,
+                           base_diag *d)
+{
+    memset(out, 0, sizeof(*out));
+    c_emitter e = {.g = g, .p = p, .o = o, .d = d, .out = out};
+    base_str_init(&e.ops);
+    base_str_init(&e.decls);
+    base_str_init(&e.init);
+    base_str_init(&e.prep);
+    base_str src;
+    base_str_init(&src);
+    kiln_status st = emit_program(&e, &src);
+    if (st == KILN_OK && (e.ops.oom || e.decls.oom || e.init.oom || e.prep.oom)) st = KILN_ERR_OOM;
+    if (st == KILN_OK) st = c_build_shared_object(base_str_get(&src), o, &out->code, &out->code_bytes, d);
+    /* The code is built with -march=native: it needs what this CPU has. */
+    __builtin_cpu_init();
+    out->isa = __builtin_cpu_supports("avx512f") ? "avx512"
+               : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "avx2"
+                                                                                 : "generic";
+    base_str_free(&e.ops);
+    base_str_free(&e.decls);
+    base_str_free(&e.init);
+    base_str_free(&e.prep);
+    base_str_free(&src);
+    if (st != KILN_OK) target_output_free(out);
+    return st;
+}
+
+const target target_c = {
+    .name = "c",
+    .can_compile = c_can_compile,
+    .build = c_build,
+};
