@@ -27,7 +27,7 @@ KC_FILES := $(sort $(wildcard src/target/c/kernels/*.c src/target/c/kernels/*.h)
 OBJ      := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o $(BUILD)/obj/gen/kc_sources.o
 LIB      := $(BUILD)/libkiln.a
 TOOLS    := $(BUILD)/kiln
-TESTS    := $(BUILD)/test_unit $(BUILD)/conformance
+TESTS    := $(BUILD)/test_unit $(BUILD)/conformance $(BUILD)/roundtrip
 
 .PHONY: all check asan ubsan fuzz clean tests
 
@@ -69,6 +69,9 @@ $(BUILD)/test_unit: $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/unit/*.c)) 
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/conformance: $(BUILD)/obj/tests/conformance/conformance.o $(OBJ)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/roundtrip: $(BUILD)/obj/tests/conformance/roundtrip.o $(OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 check: all

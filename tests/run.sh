@@ -3,6 +3,7 @@
 #   1. unit tests (base, IR, ONNX loader, npy/npz)
 #   2. command-line tests (help, exit codes, the embedded model, malformed input)
 #   3. ONNX conformance on the reference interpreter, with the expected-failure list
+#   4. the IR -> ONNX export round trip over the same models
 # Ends with the line "N passed, N failed" summing all three.
 set -u
 build=${1:-build}
@@ -45,6 +46,11 @@ if [ -d "$data/node" ]; then
         "$data/node" "$data/pytorch-converted" "$data/pytorch-operator" "$data/simple" >"$log/conf" 2>&1
     grep -E '^(FAIL|XPASS|==)' "$log/conf"
     count "$log/conf" "conformance"
+    echo "== export round trip (IR -> ONNX -> IR, bit-identical outputs)"
+    "$build/roundtrip" "$data/node" "$data/pytorch-converted" "$data/pytorch-operator" "$data/simple" \
+        >"$log/roundtrip" 2>&1
+    grep -E '^(FAIL|==)' "$log/roundtrip"
+    count "$log/roundtrip" "export round trip"
 else
     echo "tests/run.sh: ONNX test data not found in $data (install libonnx-testdata)"
     failed=$((failed + 1))

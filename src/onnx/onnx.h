@@ -32,4 +32,19 @@ kiln_status onnx_read_tensor_file(const char *path, ir_tensor *out, char **name,
  * in one error: node name, op type and why. KILN_OK when there are none. */
 kiln_status onnx_check_support(const ir_graph *g, base_diag *d);
 
+/* Serializes a self-contained ONNX model computing `n_nodes` nodes of g (in the order given, which
+ * must be topological): graph inputs are `inputs` (values read by the nodes but produced outside
+ * them, with their dtype and static shape), graph outputs are `outputs`; constant values the nodes
+ * read (initializers or folded values: v->is_const) become initializers unless they are listed in
+ * inputs. Attributes of every kind are written back, including subgraphs (If/Loop/Scan bodies,
+ * whose reads of enclosing-graph values must resolve: values of enclosing graphs that a subgraph
+ * reads and that are not produced inside the exported nodes become graph inputs or initializers of
+ * the exported model). opset: g's opset (and other domains used by the nodes with their opsets).
+ * OUT: *buf (base_malloc'd, base_free it), *n. */
+kiln_status onnx_export_nodes(const ir_graph *g, ir_node *const *nodes, int n_nodes,
+                              ir_value *const *inputs, int n_inputs, ir_value *const *outputs,
+                              int n_outputs, void **buf, size_t *n, base_diag *d);
+/* The whole graph: every node, the graph's inputs and outputs. */
+kiln_status onnx_export_graph(const ir_graph *g, void **buf, size_t *n, base_diag *d);
+
 #endif

@@ -284,6 +284,39 @@ static bool all_static(const ir_graph *g)
     return true;
 }
 
+/* Adds v to the group's inputs unless it is there (or produced inside). */
+static kiln_status add_input(builder *b, const ir_graph *g, sched_group *grp, ir_value *v, ir_value ***in, int *n_in,
+                             int *cap_in)
+{
+    if (!v || v->graph != g || b->value_grp[v->id] == grp->id) return KILN_OK;
+    for (int k = 0; k < *n_in; k++)
+        if ((*in)[k] == v) return KILN_OK;
+    if (*n_in == *cap_in) {
+        ir_value **in2 = base_arena_alloc(b->a, sizeof(ir_value *) * (size_t)*cap_in * 2);
+        if (!in2) return KILN_ERR_OOM;
+        memcpy(in2, *in, sizeof(ir_value *) * (size_t)*n_in);
+        *in = in2;
+        *cap_in *= 2;
+    }
+    (*in)[(*n_in)++] = v;
+    return KILN_OK;
+}
+
+/* Values of g read inside a node's subgraphs (If/Loop/Scan bodies). */
+static kiln_status add_subgraph_reads(builder *b, const ir_graph *g, sched_group *grp, const ir_graph *sub,
+                                      ir_value ***in, int *n_in, int *cap_in)
+{
+    for (int i = 0; i < sub->n_nodes; i++) {
+        const ir_node *n = sub->nodes[i];
+        for (int j = 0; j < n->n_in; j++) KILN_TRY(add_input(b, g, grp, n->in[j], in, n_in, cap_in));
+        for (int a = 0; a < n->n_attrs; a++)
+            if (n->attrs[a].kind == IR_ATTR_GRAPH)
+                KILN_TRY(add_subgraph_reads(b, g, grp, n->attrs[a].g, in, n_in, cap_in));
+    }
+    for (int i = 0; i < sub->n_outputs; i++) KILN_TRY(add_input(b, g, grp, sub->outputs[i], in, n_in, cap_in));
+    return KILN_OK;
+}
+
 /* Fills grp->in / grp->out / grp->name. */
 static kiln_status finish_group(builder *b, const ir_graph *g, sched_group *grp)
 {
@@ -297,21 +330,10 @@ static kiln_status finish_group(builder *b, const ir_graph *g, sched_group *grp)
         const ir_node *n = grp->nodes[i];
         if (i) base_str_cat(&name, "+");
         base_str_cat(&name, n->name[0] ? n->name : n->op_type);
-        for (int j = 0; j < n->n_in; j++) {
-            ir_value *v = n->in[j];
-            if (!v || (v->graph == g && b->value_grp[v->id] == grp->id)) continue;
-            bool seen = false;
-            for (int k = 0; k < n_in && !seen; k++) seen = in[k] == v;
-            if (seen) continue;
-            if (n_in == cap_in) {
-                ir_value **in2 = base_arena_alloc(b->a, sizeof(ir_value *) * (size_t)cap_in * 2);
-                if (!in2) return KILN_ERR_OOM;
-                memcpy(in2, in, sizeof(ir_value *) * (size_t)n_in);
-                in = in2;
-                cap_in *= 2;
-            }
-            in[n_in++] = v;
-        }
+        for (int j = 0; j < n->n_in; j++) KILN_TRY(add_input(b, g, grp, n->in[j], &in, &n_in, &cap_in));
+        for (int a = 0; a < n->n_attrs; a++)
+            if (n->attrs[a].kind == IR_ATTR_GRAPH)
+                KILN_TRY(add_subgraph_reads(b, g, grp, n->attrs[a].g, &in, &n_in, &cap_in));
         for (int j = 0; j < n->n_out; j++) {
             ir_value *v = n->out[j];
             if (!v || outside_uses(b, g, v, grp->id) == 0) continue;
