@@ -27,7 +27,7 @@ KC_FILES := $(sort $(wildcard src/target/c/kernels/*.c src/target/c/kernels/*.h)
 OBJ      := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o $(BUILD)/obj/gen/kc_sources.o
 LIB      := $(BUILD)/libkiln.a
 TOOLS    := $(BUILD)/kiln
-TESTS    := $(BUILD)/test_unit $(BUILD)/conformance $(BUILD)/roundtrip
+TESTS    := $(BUILD)/test_unit $(BUILD)/conformance $(BUILD)/roundtrip $(BUILD)/test_kc $(BUILD)/kc_bench
 
 .PHONY: all check asan ubsan fuzz clean tests
 
@@ -73,6 +73,20 @@ $(BUILD)/conformance: $(BUILD)/obj/tests/conformance/conformance.o $(OBJ)
 
 $(BUILD)/roundtrip: $(BUILD)/obj/tests/conformance/roundtrip.o $(OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# The kernel templates are compiled per model at run time; these build them
+# for their own tests and benchmark, for this machine's ISA.
+KC_DIR := src/target/c/kernels
+KC_SRC := $(wildcard $(KC_DIR)/kc_*.c)
+KC_DEP := $(KC_SRC) $(KC_DIR)/kc.h $(KC_DIR)/kc_math.h
+$(BUILD)/test_kc: tests/kernels/test_kc.c $(KC_DEP)
+	@mkdir -p $(BUILD)
+	$(CC) -std=c11 -O2 -march=native $(SAN) -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	    $(WERROR) -I$(KC_DIR) $< $(KC_SRC) -lm -o $@
+
+$(BUILD)/kc_bench: bench/kc_bench.c $(KC_DEP)
+	@mkdir -p $(BUILD)
+	$(CC) -std=c11 -O3 -march=native -I$(KC_DIR) $< $(KC_SRC) -lm -o $@
 
 check: all
 	./tests/run.sh $(BUILD)

@@ -35,6 +35,11 @@ echo "== unit tests"
 grep -v '^ok ' "$log/unit"
 count "$log/unit" "unit tests"
 
+echo "== kernel templates (against double-precision references)"
+"$build/test_kc" >"$log/kc" 2>&1
+grep -E 'FAIL' "$log/kc" | head -20
+count "$log/kc" "kernel tests"
+
 echo "== command-line tests"
 "$here/cli/test_cli.sh" "$build" >"$log/cli" 2>&1
 grep -v '^ok ' "$log/cli"

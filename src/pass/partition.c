@@ -109,6 +109,8 @@ static bool inputs_before(const builder *b, const ir_node *n, int gi)
         if (!v || v->graph != n->graph) continue;
         int pg = b->value_grp[v->id];
         if (pg > gi) return false;
+        /* produced by a node not placed in any group yet: it comes later */
+        if (pg < 0 && v->producer && !v->is_const) return false;
     }
     return true;
 }

@@ -101,6 +101,19 @@ kiln_status sched_plan_memory(const ir_graph *g, sched_program *p, base_arena *a
             if (last[r] < s) last[r] = s;
         }
     }
+    /* every value a group reads was produced by an earlier group */
+    for (int s = 0; s < p->n_groups && st == KILN_OK; s++) {
+        const sched_group *grp = p->groups[s];
+        for (int k = 0; k < grp->n_in; k++) {
+            const ir_value *v = grp->in[k];
+            if (v->graph != g || v->is_const || v->is_input) continue;
+            int r = root[v->id];
+            if (first[r] < 0 || first[r] >= s)
+                st = base_diag_add(d, KILN_ERR_INTERNAL, "schedule: group '%s' reads '%s' before it is produced",
+                                   grp->name, v->name);
+        }
+    }
+    if (st != KILN_OK) goto out;
     /* graph outputs that are constants are copied from the weights */
     for (int i = 0; i < g->n_outputs; i++) {
         const ir_value *v = g->outputs[i];

@@ -22,6 +22,8 @@ typedef struct c_emitter {
 
 /* C expression for a pointer of C type `ctype` to v's data, into buf. */
 const char *c_ptr(const c_emitter *e, const ir_value *v, const char *ctype, char *buf, size_t n);
+/* A float as an exact C literal (hex float, INFINITY, NAN), into buf. */
+const char *c_float_lit(double v, char *buf, size_t n);
 /* C element type of a dtype ("float", "int64_t", ...); NULL when the
  * generated code does not handle it. */
 const char *c_type(kiln_dtype t);

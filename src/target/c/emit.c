@@ -15,6 +15,7 @@
 
 #include "onnx/onnx.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,6 +35,16 @@ const char *c_type(kiln_dtype t)
     case KILN_BOOL: return "uint8_t";
     default: return NULL;
     }
+}
+
+const char *c_float_lit(double v, char *buf, size_t n)
+{
+    float f = (float)v;
+    if (f != f) snprintf(buf, n, "NAN");
+    else if (f == (float)INFINITY) snprintf(buf, n, "INFINITY");
+    else if (f == -(float)INFINITY) snprintf(buf, n, "(-INFINITY)");
+    else snprintf(buf, n, "%af", (double)f);
+    return buf;
 }
 
 const char *c_ptr(const c_emitter *e, const ir_value *v, const char *ctype, char *buf, size_t n)

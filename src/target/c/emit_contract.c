@@ -82,15 +82,6 @@ static void emit_epilogue_ptrs(c_emitter *e, const pass_epilogue *ep, const char
         base_str_printf(&e->ops, "    %s.ep.residual = %s;\n", var, c_ptr(e, ep->residual, "float", buf, sizeof(buf)));
 }
 
-static const char *float_lit(float v, char *buf, size_t n)
-{
-    if (v != v) snprintf(buf, n, "NAN");
-    else if (v == (float)INFINITY) snprintf(buf, n, "INFINITY");
-    else if (v == -(float)INFINITY) snprintf(buf, n, "-INFINITY");
-    else snprintf(buf, n, "%.9gf", v);
-    return buf;
-}
-
 kiln_status c_emit_conv(c_emitter *e, const sched_group *grp)
 {
     const ir_node *n = grp->nodes[0];
@@ -131,8 +122,8 @@ kiln_status c_emit_conv(c_emitter *e, const sched_group *grp)
                     id, (long long)x->dims[0], (long long)x->dims[1], (long long)H, (long long)W,
                     (long long)yt->dims[1], (long long)OH, (long long)OW, (long long)R, (long long)S, (long long)sh,
                     (long long)sw, (long long)pt, (long long)pl, (long long)dh, (long long)dw,
-                    (long long)attr_int(n, "group", 1), kc_act_names[ep.act], float_lit(ep.alpha, fa, sizeof(fa)),
-                    float_lit(ep.beta, fb, sizeof(fb)), id, e->o->n_threads, id, id, id, id, slot, id);
+                    (long long)attr_int(n, "group", 1), kc_act_names[ep.act], c_float_lit(ep.alpha, fa, sizeof(fa)),
+                    c_float_lit(ep.beta, fb, sizeof(fb)), id, e->o->n_threads, id, id, id, id, slot, id);
     base_str_printf(&e->prep, "    kc_conv2d_pack_w(&P%d, (const float *)(w + %llu), (float *)(pk + packed_ofs[%d]));\n",
                     id, (unsigned long long)e->p->place[n->in[1]->id].offset, slot);
     base_str_printf(&e->ops, "/* group %d (conv): %s */\nstatic void op_%d(const kiln_cctx *c, int t)\n{\n"
@@ -194,8 +185,8 @@ kiln_status c_emit_gemm(c_emitter *e, const sched_group *grp)
                     "    if (kc_gemm_scratch_bytes(&G%d) > scratch) scratch = kc_gemm_scratch_bytes(&G%d);\n",
                     id, (long long)M, (long long)N, (long long)K, (long long)batch, (long long)lda, (long long)a_bs,
                     trans_a, (long long)ldb, (long long)b_bs, trans_b, (long long)N, (long long)c_bs,
-                    float_lit(alpha, fs, sizeof(fs)), (long long)N, (long long)c_bs, kc_act_names[ep.act],
-                    float_lit(ep.alpha, fa, sizeof(fa)), float_lit(ep.beta, fb, sizeof(fb)), (long long)batch,
+                    c_float_lit(alpha, fs, sizeof(fs)), (long long)N, (long long)c_bs, kc_act_names[ep.act],
+                    c_float_lit(ep.alpha, fa, sizeof(fa)), c_float_lit(ep.beta, fb, sizeof(fb)), (long long)batch,
                     (long long)M, (long long)N, (long long)K, e->o->n_threads, id, id, id, id, id, id);
     if (packed) {
         base_str_printf(&e->init,

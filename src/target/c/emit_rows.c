@@ -134,8 +134,10 @@ kiln_status c_emit_rows(c_emitter *e, const sched_group *grp)
     double eps = 1e-5;
     const ir_attr *ea = ir_node_attr(n, "epsilon");
     if (ea && ea->kind == IR_ATTR_FLOAT) eps = ea->f;
-    base_str_printf(&e->decls, "static const kc_rows R%d = {.rows = %lld, .cols = %lld, .rb = %lld, .eps = %.9gf, .log = %d};\n",
-                    id, (long long)rows, (long long)cols, (long long)rb, eps, n->op == KILN_OP_LOG_SOFTMAX);
+    char epsb[48];
+    base_str_printf(&e->decls, "static const kc_rows R%d = {.rows = %lld, .cols = %lld, .rb = %lld, .eps = %s, .log = %d};\n",
+                    id, (long long)rows, (long long)cols, (long long)rb, c_float_lit(eps, epsb, sizeof(epsb)),
+                    n->op == KILN_OP_LOG_SOFTMAX);
     base_str_printf(&e->init, "    stages[%d].n_rtasks = (int)kc_rows_rtasks(&R%d);\n", id, id);
     base_str_printf(&e->ops, "/* group %d (rows): %s */\nstatic void op_%d(const kiln_cctx *c, int t)\n{\n"
                              "    kc_rows p = R%d;\n",

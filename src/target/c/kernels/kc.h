@@ -133,6 +133,44 @@ void kc_layernorm_rtask(const kc_rows *p, int64_t t);
 /* Mean over each row (GlobalAveragePool, ReduceMean over the last axis). */
 void kc_row_mean_rtask(const kc_rows *p, int64_t t);
 
+/* ---- internal: the GEMM macro-kernel, shared by kc_gemm.c and kc_conv.c ------
+ * Not for generated code. Packed layouts, fixed for every instruction set so
+ * that weights packed by the compiler fit any build of these kernels:
+ *   A: panels of KC_MR rows; panel p holds rows [p*KC_MR, +KC_MR) as
+ *      k x KC_MR floats, k-major; rows past m are zero.
+ *   B: panels of KC_NR columns; panel q holds columns [q*KC_NR, +KC_NR) as
+ *      k x KC_NR floats, k-major; columns past n are zero.
+ * kc_gemm_block computes one k-block of an m x n tile of C:
+ *   first: C = alpha * A B + bias + residual, else C += alpha * A B;
+ *   last:  then C = act(C).
+ * B comes either packed (b, b_panel_stride) or, when b is NULL, from
+ * pack_b(ctx, q0, nq, k, out) called for groups of panels just before they
+ * are used (out: nq panels of k x KC_NR, contiguous), into b_buf. */
+enum { KC_MR = 6, KC_NR = 16, KC_KC = 256 };
+
+typedef struct kc_block {
+    int64_t m, n, k;
+    const float *a;
+    int64_t a_panel_stride; /* floats */
+    const float *b;         /* packed panels, or NULL: use pack_b */
+    int64_t b_panel_stride; /* floats */
+    void (*pack_b)(const void *ctx, int64_t q0, int64_t nq, int64_t k, float *out);
+    const void *pack_ctx;
+    float *b_buf;           /* KC_NR * 4 * k floats, 64-byte aligned */
+    float *c;
+    int64_t ldc;
+    float alpha;
+    int first, last;
+    const float *bias;      /* at the tile's first row (bias_per_row) or column */
+    int bias_per_row;
+    const float *res;       /* at the tile's first element */
+    int64_t ldr;
+    kc_act act;
+    float act_alpha, act_beta;
+} kc_block;
+
+void kc_gemm_block(const kc_block *blk);
+
 /* ---- vector math: kc_math.h --------------------------------------------------
  * Branch-free float approximations (static inline, so loops calling them
  * vectorize): kc_expf, kc_logf, kc_tanhf, kc_erff, kc_sigmoidf, kc_geluf,
