@@ -6,14 +6,6 @@
 
 #include <string.h>
 
-/* Entries not linked in (an op family still being written) resolve to NULL
- * and the op reports itself as not implemented. */
-#define WEAK_STR(x) #x
-#define WEAK(f) _Pragma(WEAK_STR(weak f))
-#define X(id, nm, mi, ma, mo, mx, fl, ev) WEAK(ev)
-#include "ir/ops.def"
-#undef X
-
 const ir_op_info ir_ops[KILN_OP_COUNT] = {
 #define X(id, nm, mi, ma, mo, mx, fl, ev) \
     [KILN_OP_##id] = {.name = nm, .min_in = mi, .max_in = ma, .min_out = mo, .max_out = mx, .flags = fl, .eval = ev},

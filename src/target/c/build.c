@@ -17,8 +17,26 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const char *const cflags[] = {"-std=c11", "-O3", "-march=native", "-fPIC", "-fno-math-errno",
+/* The ISA is an x86-64 psABI level, not -march=native, so the code needs
+ * exactly what the artifact's ISA string says and the runtime's check is
+ * complete (c_isa_level). */
+static const char *const cflags[] = {"-std=c11", "-O3", "-mtune=native", "-fPIC", "-fno-math-errno",
                                      "-ffp-contract=fast", "-fvisibility=hidden", "-w"};
+
+const char *c_isa_level(const char **march)
+{
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("x86-64-v4")) {
+        *march = "-march=x86-64-v4";
+        return "avx512";
+    }
+    if (__builtin_cpu_supports("x86-64-v3")) {
+        *march = "-march=x86-64-v3";
+        return "avx2";
+    }
+    *march = "-march=x86-64-v2";
+    return "generic";
+}
 
 static kiln_status write_file(const char *path, const char *text, size_t n, base_diag *d)
 {
@@ -133,7 +151,10 @@ kiln_status c_build_shared_object(const char *src, const target_options *o, void
     char path[1200], obj_list[64][1200], log[1200];
     int n_objs = 0;
     /* the kernel templates, and a hash of everything they include */
+    const char *march;
+    c_isa_level(&march);
     uint64_t hdr_hash = base_hash_str(cc);
+    hdr_hash = base_hash_bytes(march, strlen(march), hdr_hash);
     for (size_t i = 0; i < KILN_COUNT(cflags); i++) hdr_hash = base_hash_bytes(cflags[i], strlen(cflags[i]), hdr_hash);
     for (int i = 0; i < c_kernel_sources_count && st == KILN_OK; i++) {
         const c_source *s = &c_kernel_sources[i];
@@ -171,6 +192,7 @@ kiln_status c_build_shared_object(const char *src, const target_options *o, void
             int k = 0;
             argv[k++] = (char *)cc;
             for (size_t f = 0; f < KILN_COUNT(cflags); f++) argv[k++] = (char *)cflags[f];
+            argv[k++] = (char *)march;
             argv[k++] = "-c";
             argv[k++] = srcp;
             argv[k++] = "-o";
@@ -201,6 +223,7 @@ kiln_status c_build_shared_object(const char *src, const target_options *o, void
         int k = 0;
         argv[k++] = (char *)cc;
         for (size_t f = 0; f < KILN_COUNT(cflags); f++) argv[k++] = (char *)cflags[f];
+        argv[k++] = (char *)march;
         argv[k++] = "-O2"; /* the model's own code: big and simple; -O2 compiles faster */
         argv[k++] = "-c";
         argv[k++] = srcp;

@@ -54,6 +54,10 @@ typedef struct c_source {
 extern const c_source c_kernel_sources[];
 extern const int c_kernel_sources_count;
 
+/* The ISA the code is built for on this machine ("avx512", "avx2" or
+ * "generic") and the matching -march flag. */
+const char *c_isa_level(const char **march);
+
 /* Writes the generated source and the kernels into dir and builds the
  * shared object; compiled kernels are cached by content and flags.
  * OUT: *so (base_malloc'd), *n. */

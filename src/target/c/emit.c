@@ -316,11 +316,8 @@ static kiln_status c_build(const ir_graph *g, const sched_program *p, const targ
     kiln_status st = emit_program(&e, &src);
     if (st == KILN_OK && (e.ops.oom || e.decls.oom || e.init.oom || e.prep.oom)) st = KILN_ERR_OOM;
     if (st == KILN_OK) st = c_build_shared_object(base_str_get(&src), o, &out->code, &out->code_bytes, d);
-    /* The code is built with -march=native: it needs what this CPU has. */
-    __builtin_cpu_init();
-    out->isa = __builtin_cpu_supports("avx512f") ? "avx512"
-               : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? "avx2"
-                                                                                 : "generic";
+    const char *march;
+    out->isa = c_isa_level(&march);
     base_str_free(&e.ops);
     base_str_free(&e.decls);
     base_str_free(&e.init);

@@ -1,0 +1,581 @@
+/*
+ * rt.c: the CPU runtime's public API (include/kiln_rt.h): loading a `.kiln`
+ * artifact of target "c" and running it on the worker pool.
+ *
+ * Loading does every check and every allocation a run needs, once: the
+ * artifact is validated (artifact.c), the ISA the code was built for is
+ * checked against this CPU before any of the code runs, the shared object is
+ * written to an anonymous file (memfd) and opened with dlopen, its program
+ * description is checked against the artifact's plan, the arena and the
+ * per-vEU scratch are allocated, the weights are mapped in place or copied
+ * to aligned memory and handed to the program's prepare() to be repacked,
+ * and every fallback segment is parsed into an IR graph.
+ * A run then only publishes the io pointers and wakes the pool.
+ *
+ * Fallback segments run on the reference interpreter (ir/interp), called
+ * back from generated code through kiln_host.run_segment; that is the one
+ * place a run allocates, inside the interpreter.
+ */
+#include "runtime/artifact.h"
+#include "runtime/cprog.h"
+#include "runtime/rt-impl.h"
+
+#include "ir/interp.h"
+#include "onnx/onnx.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h> /* memfd_create */
+#include <unistd.h>
+
+#define MAX_STAGES (1 << 24)
+#define RUN_ERROR_BYTES 2048
+
+int rt_code_avoid_memfd;
+
+typedef struct segment {
+    ir_model *model;
+    const rt_segment_desc *desc; /* bindings, owned by the model's artifact */
+} segment;
+
+struct kiln_rt_model {
+    rt_artifact art;        /* signature, plan, bindings; its buffer pointers are dropped after loading */
+    base_file_map map;      /* the artifact file, kept mapped while the weights are used in place */
+    int n_threads;
+
+    void *dl;               /* the program's shared object */
+    int code_fd;            /* its memfd, open while loaded so its /proc name stays unique; -1: none */
+    const kiln_cprog *prog;
+
+    uint8_t *arena;
+    void *arena_raw;
+    uint8_t *scratch;       /* n_threads slices of scratch_stride bytes */
+    void *scratch_raw;
+    size_t scratch_stride;
+    const uint8_t *weights;
+    void *weights_raw;      /* NULL when the weights are used in place */
+    uint8_t *packed;        /* weights repacked by the program's prepare() */
+    void *packed_raw;
+
+    segment *segs;
+    int n_segs;
+
+    rt_pool *pool;
+    kiln_cctx *ctx;         /* per vEU */
+    void **io;              /* inputs, then outputs, of the current run */
+    kiln_host host;
+
+    _Atomic bool running;
+    _Atomic int failed;     /* first failure of the run wins the message below */
+    kiln_status run_status;
+    char run_error[RUN_ERROR_BYTES];
+};
+
+/* 64-byte aligned stand-in for empty weights, so generated code never sees NULL. */
+static _Alignas(64) const uint8_t no_weights[64];
+
+/* ---- errors ------------------------------------------------------------------------ */
+
+static _Thread_local char last_error[RUN_ERROR_BYTES];
+
+const char *kiln_rt_last_error(void) { return last_error; }
+
+static kiln_status set_error(kiln_status st, const char *fmt, ...) KILN_PRINTF(2, 3);
+static kiln_status set_error(kiln_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* Records the first failure of a run (called from rTasks, on any vEU). */
+static void run_fail(kiln_rt_model *m, kiln_status st, const char *fmt, ...) KILN_PRINTF(3, 4);
+static void run_fail(kiln_rt_model *m, kiln_status st, const char *fmt, ...)
+{
+    if (atomic_exchange(&m->failed, 1)) return;
+    int veu = rt_pool_self();
+    int s = veu >= 0 && veu < m->n_threads ? rt_pool_stage(m->pool, veu) : -1;
+    const char *name = s >= 0 && s < m->prog->n_stages && m->prog->stages[s].name ? m->prog->stages[s].name : "?";
+    int k = snprintf(m->run_error, sizeof(m->run_error), "stage %d '%s': ", s, name);
+    if (k < 0 || k >= (int)sizeof(m->run_error)) k = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->run_error + k, sizeof(m->run_error) - (size_t)k, fmt, ap);
+    va_end(ap);
+    m->run_status = st;
+    rt_pool_abort(m->pool);
+}
+
+/* ---- fallback segments ------------------------------------------------------------------ */
+
+static void *binding_address(kiln_rt_model *m, const rt_binding *b)
+{
+    uint8_t *base = NULL;
+    switch (b->kind) {
+    case RT_BIND_ARENA: base = m->arena; break;
+    case RT_BIND_WEIGHTS: base = (uint8_t *)(uintptr_t)m->weights; break;
+    case RT_BIND_INPUT: base = m->io[b->io]; break;
+    case RT_BIND_OUTPUT: base = m->io[m->art.desc.n_inputs + b->io]; break;
+    default: KILN_ASSERT(!"binding kind checked by the reader");
+    }
+    return base ? base + b->offset : NULL; /* NULL: an empty io tensor the caller gave no buffer */
+}
+
+static void binding_tensor(kiln_rt_model *m, const rt_binding *b, ir_tensor *t)
+{
+    memset(t, 0, sizeof(*t));
+    t->dtype = b->dtype;
+    t->rank = b->rank;
+    memcpy(t->dims, b->dims, sizeof(t->dims));
+    t->nbytes = (size_t)ir_numel(t) * ir_dtype_size(b->dtype);
+    t->data = binding_address(m, b);
+}
+
+static int host_run_segment(const kiln_host *h, const kiln_cctx *c, int seg)
+{
+    kiln_rt_model *m = h->impl;
+    if (seg < 0 || seg >= m->n_segs) {
+        run_fail(m, KILN_ERR_INVALID_MODEL, "the code runs segment %d; the artifact has %d", seg, m->n_segs);
+        return 1;
+    }
+    const rt_segment_desc *sd = m->segs[seg].desc;
+    const ir_graph *g = m->segs[seg].model->graph;
+    ir_tensor *ts = base_calloc((size_t)sd->n_in + (size_t)sd->n_out + 1, sizeof(ir_tensor));
+    if (!ts) {
+        run_fail(m, KILN_ERR_OOM, "segment %d: out of memory", seg);
+        return 1;
+    }
+    ir_tensor *in = ts, *out = ts + sd->n_in;
+    for (int i = 0; i < sd->n_in; i++) binding_tensor(m, &sd->in[i], &in[i]);
+    base_diag d;
+    base_diag_init(&d);
+    kiln_status st = ir_interp_run(g, in, out, NULL, &d);
+    if (st != KILN_OK) {
+        run_fail(m, st, "segment %d: %s", seg, base_diag_text(&d));
+    } else {
+        for (int i = 0; i < sd->n_out; i++) {
+            ir_tensor want;
+            binding_tensor(m, &sd->out[i], &want);
+            if (out[i].dtype != want.dtype || !ir_same_shape(&out[i], &want)) {
+                char a[160], b[160];
+                run_fail(m, KILN_ERR_SHAPE, "segment %d output %d ('%s') is %s; its binding expects %s", seg,
+                         i, g->outputs[i]->name, ir_tensor_type_str(&out[i], a, sizeof(a)),
+                         ir_tensor_type_str(&want, b, sizeof(b)));
+                st = KILN_ERR_SHAPE;
+                break;
+            }
+            if (want.nbytes) memcpy(want.data, out[i].data, want.nbytes);
+        }
+        for (int i = 0; i < sd->n_out; i++) ir_tensor_release(&out[i]);
+    }
+    base_diag_free(&d);
+    base_free(ts);
+    return st != KILN_OK;
+}
+
+static void host_fail(const kiln_host *h, const char *msg)
+{
+    run_fail(h->impl, KILN_ERR_INVALID_ARG, "%s", msg ? msg : "(no message)");
+}
+
+static bool same_type(const ir_value *v, const rt_binding *b, bool unknown_dims_ok)
+{
+    if (v->t.dtype != b->dtype || v->t.rank != b->rank) return false;
+    for (int k = 0; k < b->rank; k++)
+        if (v->t.dims[k] != b->dims[k] && !(unknown_dims_ok && v->t.dims[k] < 0)) return false;
+    return true;
+}
+
+/* Parses segment s and checks its graph against its bindings: inputs must
+ * fit them (their unknown dims are fixed by the bindings), outputs whose
+ * shapes inference knows must equal them. */
+static kiln_status load_segment(kiln_rt_model *m, int s, base_diag *d)
+{
+    const rt_segment_desc *sd = &m->art.desc.segments[s];
+    segment *seg = &m->segs[s];
+    seg->desc = sd;
+    base_diag sdiag;
+    base_diag_init(&sdiag);
+    kiln_status st = onnx_load_buffer(sd->onnx, sd->onnx_bytes, NULL, &seg->model, &sdiag);
+    if (st != KILN_OK) {
+        st = base_diag_add(d, st == KILN_ERR_OOM ? st : KILN_ERR_INVALID_MODEL, "artifact segment %d: %s", s,
+                           base_diag_text(&sdiag));
+        goto out;
+    }
+    ir_graph *g = seg->model->graph;
+    if (g->n_inputs != sd->n_in || g->n_outputs != sd->n_out) {
+        st = base_diag_add(d, KILN_ERR_INVALID_MODEL,
+                           "artifact segment %d: the graph has %d inputs and %d outputs; the artifact binds %d and %d",
+                           s, g->n_inputs, g->n_outputs, sd->n_in, sd->n_out);
+        goto out;
+    }
+    char a[160], b[160];
+    for (int i = 0; i < sd->n_in; i++) {
+        ir_value *v = g->inputs[i];
+        ir_tensor want;
+        memset(&want, 0, sizeof(want));
+        want.dtype = sd->in[i].dtype;
+        want.rank = sd->in[i].rank;
+        memcpy(want.dims, sd->in[i].dims, sizeof(want.dims));
+        if (!same_type(v, &sd->in[i], true)) {
+            st = base_diag_add(d, KILN_ERR_INVALID_MODEL,
+                               "artifact segment %d input %d ('%s'): the graph takes %s, the binding is %s", s, i,
+                               v->name, ir_tensor_type_str(&v->t, a, sizeof(a)),
+                               ir_tensor_type_str(&want, b, sizeof(b)));
+            goto out;
+        }
+        memcpy(v->t.dims, want.dims, sizeof(v->t.dims));
+        v->shape_known = true;
+    }
+    st = ir_infer_shapes(g, &sdiag);
+    if (st != KILN_OK) {
+        st = base_diag_add(d, KILN_ERR_INVALID_MODEL, "artifact segment %d: %s", s, base_diag_text(&sdiag));
+        goto out;
+    }
+    for (int i = 0; i < sd->n_out; i++) {
+        const ir_value *v = g->outputs[i];
+        if (!v->shape_known || same_type(v, &sd->out[i], false)) continue;
+        ir_tensor want;
+        memset(&want, 0, sizeof(want));
+        want.dtype = sd->out[i].dtype;
+        want.rank = sd->out[i].rank;
+        memcpy(want.dims, sd->out[i].dims, sizeof(want.dims));
+        st = base_diag_add(d, KILN_ERR_INVALID_MODEL,
+                           "artifact segment %d output %d ('%s'): the graph computes %s, the binding is %s", s, i,
+                           v->name, ir_tensor_type_str(&v->t, a, sizeof(a)), ir_tensor_type_str(&want, b, sizeof(b)));
+        goto out;
+    }
+out:
+    base_diag_free(&sdiag);
+    return st;
+}
+
+/* ---- the code ------------------------------------------------------------------------------ */
+
+/* The instruction sets an ISA name needs: the x86-64 psABI levels the `c`
+ * target compiles for (generic = v2, avx2 = v3, avx512 = v4). Checked before
+ * any of the code runs (dlopen runs its constructors). */
+static kiln_status check_isa(const char *isa, base_diag *d)
+{
+    const char *level = strcmp(isa, "generic") == 0  ? "x86-64-v2"
+                        : strcmp(isa, "avx2") == 0   ? "x86-64-v3"
+                        : strcmp(isa, "avx512") == 0 ? "x86-64-v4"
+                                                     : NULL;
+    if (!level)
+        return base_diag_add(d, KILN_ERR_UNSUPPORTED, "the artifact's code is built for ISA '%s', unknown to this runtime",
+                             isa);
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    bool ok = strcmp(level, "x86-64-v2") == 0   ? __builtin_cpu_supports("x86-64-v2")
+              : strcmp(level, "x86-64-v3") == 0 ? __builtin_cpu_supports("x86-64-v3")
+                                                : __builtin_cpu_supports("x86-64-v4");
+    if (!ok)
+        return base_diag_add(d, KILN_ERR_UNSUPPORTED,
+                             "the artifact's code is built for '%s' (%s), which this CPU does not support: compile "
+                             "the model on this machine",
+                             isa, level);
+    return KILN_OK;
+#else
+    return base_diag_add(d, KILN_ERR_UNSUPPORTED, "the artifact's code is built for x86 '%s'; this CPU is not x86",
+                         isa);
+#endif
+}
+
+static bool write_all(int fd, const void *p, size_t n)
+{
+    for (size_t done = 0; done < n;) {
+        ssize_t w = write(fd, (const uint8_t *)p + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return false;
+        done += (size_t)w;
+    }
+    return true;
+}
+
+/* dlopen of a name already loaded returns the loaded object, whatever the
+ * file now holds: never reuse a name (a /proc/self/fd number, a temporary
+ * file's name) that is still loaded. */
+static void *open_fresh(const char *path, char *err, size_t n_err)
+{
+    void *old = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    if (old) {
+        dlclose(old);
+        snprintf(err, n_err, "'%s' is already loaded", path);
+        return NULL;
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        /* "PATH: why"; the path is a file that is about to vanish: keep the why */
+        const char *e = dlerror();
+        size_t k = strlen(path);
+        if (e && strncmp(e, path, k) == 0 && strncmp(e + k, ": ", 2) == 0) e += k + 2;
+        snprintf(err, n_err, "%s", e ? e : "dlopen failed");
+    }
+    return h;
+}
+
+static kiln_status open_code(kiln_rt_model *m, const void *code, size_t n, base_diag *d)
+{
+    if (n < 4 || memcmp(code, "\177ELF", 4) != 0)
+        return base_diag_add(d, KILN_ERR_INVALID_MODEL, "artifact CODE section: not an ELF shared object");
+    char err[1280] = "", err2[1280] = "";
+    if (!rt_code_avoid_memfd) {
+        int fd = memfd_create("kiln-code", MFD_CLOEXEC);
+        if (fd >= 0) {
+            char path[64];
+            snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+            if (write_all(fd, code, n)) m->dl = open_fresh(path, err, sizeof(err));
+            else snprintf(err, sizeof(err), "cannot write the code to a memfd: %s", strerror(errno));
+            if (m->dl) m->code_fd = fd;
+            else close(fd);
+        }
+    }
+    if (!m->dl) {
+        /* No memfd (old kernel, no /proc, a noexec policy): a temporary file,
+         * unlinked as soon as it is loaded. */
+        const char *dir = getenv("TMPDIR");
+        char path[1024];
+        snprintf(path, sizeof(path), "%s/kiln-code-XXXXXX", dir && dir[0] ? dir : "/tmp");
+        int fd = mkstemp(path);
+        if (fd < 0) {
+            snprintf(err2, sizeof(err2), "cannot create '%s': %s", path, strerror(errno));
+        } else {
+            if (write_all(fd, code, n)) m->dl = open_fresh(path, err2, sizeof(err2));
+            else snprintf(err2, sizeof(err2), "cannot write '%s': %s", path, strerror(errno));
+            unlink(path);
+            close(fd);
+        }
+    }
+    /* Both ways usually fail alike (an undefined symbol, a foreign ELF): the
+     * first reason is the one to show. */
+    if (!m->dl)
+        return base_diag_add(d, KILN_ERR_INVALID_MODEL, "cannot load the artifact's code: %s", err[0] ? err : err2);
+
+    kiln_cprog_get_fn get = (kiln_cprog_get_fn)dlsym(m->dl, "kiln_cprog_get");
+    if (!get)
+        return base_diag_add(d, KILN_ERR_INVALID_MODEL,
+                             "the artifact's code does not export kiln_cprog_get: not a kiln program");
+    const kiln_cprog *p = get();
+    const rt_artifact_desc *a = &m->art.desc;
+    if (!p) return base_diag_add(d, KILN_ERR_INVALID_MODEL, "the artifact's kiln_cprog_get returned NULL");
+    if (p->abi != KILN_CPROG_ABI)
+        return base_diag_add(d, KILN_ERR_UNSUPPORTED,
+                             "the artifact's code speaks runtime ABI %d, this runtime ABI %d: compile the model again "
+                             "with this kiln", p->abi, KILN_CPROG_ABI);
+    if (p->arena_bytes != a->arena_bytes)
+        return base_diag_add(d, KILN_ERR_INVALID_MODEL,
+                             "the artifact's code expects an arena of %zu bytes; its plan has %llu", p->arena_bytes,
+                             (unsigned long long)a->arena_bytes);
+    if (p->weight_bytes != a->weight_bytes)
+        return base_diag_add(d, KILN_ERR_INVALID_MODEL,
+                             "the artifact's code expects %zu bytes of weights; its WEIGHTS section has %zu",
+                             p->weight_bytes, a->weight_bytes);
+    if (p->scratch_bytes > RT_ARTIFACT_MAX_BYTES || p->packed_bytes > RT_ARTIFACT_MAX_BYTES)
+        return base_diag_add(d, KILN_ERR_INVALID_MODEL,
+                             "the artifact's code asks for %zu scratch bytes per vEU and %zu bytes of packed "
+                             "weights: above 2^40", p->scratch_bytes, p->packed_bytes);
+    if (!p->isa || strcmp(p->isa, a->isa) != 0)
+        return base_diag_add(d, KILN_ERR_INVALID_MODEL, "the artifact's code is built for ISA '%s'; its header says '%s'",
+                             p->isa ? p->isa : "(none)", a->isa);
+    if (p->n_stages < 0 || p->n_stages > MAX_STAGES || (p->n_stages > 0 && !p->stages))
+        return base_diag_add(d, KILN_ERR_INVALID_MODEL, "the artifact's code has a bad stage list (%d stages)",
+                             p->n_stages);
+    for (int s = 0; s < p->n_stages; s++)
+        if (p->stages[s].n_rtasks < 0 || (p->stages[s].n_rtasks > 0 && !p->stages[s].fn))
+            return base_diag_add(d, KILN_ERR_INVALID_MODEL, "the artifact's code: stage %d '%s' has %s", s,
+                                 p->stages[s].name ? p->stages[s].name : "?",
+                                 p->stages[s].n_rtasks < 0 ? "a negative rTask count" : "rTasks but no function");
+    m->prog = p;
+    return KILN_OK;
+}
+
+/* ---- loading ----------------------------------------------------------------------------------- */
+
+static kiln_status load(const void *buf, size_t n, base_file_map *map, int n_threads, kiln_rt_model *m,
+                        base_diag *d)
+{
+    KILN_TRY(rt_artifact_read(buf, n, &m->art, d));
+    const rt_artifact_desc *a = &m->art.desc;
+    if (strcmp(a->target, "c") != 0)
+        return base_diag_add(d, KILN_ERR_UNSUPPORTED,
+                             "the artifact is for target '%s'; this runtime runs target 'c' (CPU) artifacts",
+                             a->target);
+    KILN_TRY(check_isa(a->isa, d));
+    m->n_threads = n_threads ? n_threads : a->default_threads;
+
+    /* Weights: in place when the file is mapped (sections are 64-byte
+     * aligned in the file, the mapping page-aligned), else an aligned copy. */
+    if (a->weight_bytes == 0) {
+        m->weights = no_weights;
+    } else if (map && map->mapped && (uintptr_t)a->weights % RT_ALIGN == 0) {
+        m->weights = a->weights;
+        m->map = *map;
+        memset(map, 0, sizeof(*map));
+    } else {
+        uint8_t *w = rt_calloc_aligned(a->weight_bytes, &m->weights_raw);
+        if (!w) return base_diag_add(d, KILN_ERR_OOM, "out of memory copying %zu bytes of weights", a->weight_bytes);
+        memcpy(w, a->weights, a->weight_bytes);
+        m->weights = w;
+    }
+
+    KILN_TRY(open_code(m, a->code, a->code_bytes, d));
+
+    /* Scratch: the plan's or what the code asks for, whichever is more (the
+     * code may only know its tile sizes once it runs on this machine). */
+    m->arena = rt_calloc_aligned((size_t)a->arena_bytes, &m->arena_raw);
+    m->scratch_stride = rt_align_up(KILN_MAX((size_t)a->scratch_bytes, m->prog->scratch_bytes));
+    size_t scratch_total;
+    if (!base_mul_ok(m->scratch_stride, (size_t)m->n_threads, &scratch_total)) scratch_total = SIZE_MAX;
+    m->scratch = rt_calloc_aligned(scratch_total, &m->scratch_raw);
+    m->io = base_calloc((size_t)a->n_inputs + (size_t)a->n_outputs + 1, sizeof(void *));
+    m->ctx = base_calloc((size_t)m->n_threads, sizeof(kiln_cctx));
+    m->segs = base_calloc((size_t)a->n_segments + 1, sizeof(segment));
+    m->packed = rt_calloc_aligned(m->prog->packed_bytes, &m->packed_raw);
+    if (!m->arena || !m->scratch || !m->packed || !m->io || !m->ctx || !m->segs)
+        return base_diag_add(d, KILN_ERR_OOM,
+                             "out of memory allocating the arena (%llu bytes), scratch (%zu bytes) and packed weights "
+                             "(%zu bytes)", (unsigned long long)a->arena_bytes, scratch_total, m->prog->packed_bytes);
+    if (m->prog->prepare) m->prog->prepare(m->weights, m->packed);
+
+    for (int s = 0; s < a->n_segments; s++) {
+        m->n_segs = s + 1; /* freed from here on, also when loading it fails */
+        KILN_TRY(load_segment(m, s, d));
+    }
+
+    KILN_TRY(rt_pool_init(&m->pool, m->n_threads, d));
+    m->host.run_segment = host_run_segment;
+    m->host.fail = host_fail;
+    m->host.impl = m;
+    for (int v = 0; v < m->n_threads; v++)
+        m->ctx[v] = (kiln_cctx){.arena = m->arena, .weights = m->weights, .packed = m->packed, .io = m->io,
+                                .scratch = m->scratch + (size_t)v * m->scratch_stride, .veu = v,
+                                .n_veu = m->n_threads, .host = &m->host};
+    rt_artifact_forget_buffer(&m->art);
+    return KILN_OK;
+}
+
+static kiln_status load_and_report(const void *buf, size_t n, base_file_map *map, int n_threads,
+                                   kiln_rt_model **out)
+{
+    if (!out) return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_load: out is NULL");
+    *out = NULL;
+    if (n_threads < 0 || n_threads > RT_MAX_THREADS)
+        return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_load: thread count %d is not in 0..%d", n_threads,
+                         RT_MAX_THREADS);
+    kiln_rt_model *m = base_calloc(1, sizeof(*m));
+    if (!m) return set_error(KILN_ERR_OOM, "kiln_rt_load: out of memory");
+    m->code_fd = -1;
+    base_diag d;
+    base_diag_init(&d);
+    kiln_status st = load(buf, n, map, n_threads, m, &d);
+    if (st != KILN_OK) {
+        set_error(st, "%s", d.n_msgs ? base_diag_text(&d) : kiln_status_name(st));
+        kiln_rt_free(m);
+    } else {
+        *out = m;
+    }
+    base_diag_free(&d);
+    return st;
+}
+
+kiln_status kiln_rt_load_buffer(const void *buf, size_t n, int n_threads, kiln_rt_model **out)
+{
+    if (!buf && n) return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_load_buffer: buf is NULL");
+    return load_and_report(buf, n, NULL, n_threads, out);
+}
+
+kiln_status kiln_rt_load(const char *path, int n_threads, kiln_rt_model **out)
+{
+    if (!path) return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_load: path is NULL");
+    base_file_map map;
+    base_diag d;
+    base_diag_init(&d);
+    kiln_status st = base_file_map_open(path, &map, &d);
+    if (st != KILN_OK) {
+        set_error(st, "%s", base_diag_text(&d));
+        base_diag_free(&d);
+        if (out) *out = NULL;
+        return st;
+    }
+    base_diag_free(&d);
+    st = load_and_report(map.data, map.size, &map, n_threads, out);
+    if (st != KILN_OK) {
+        char msg[RUN_ERROR_BYTES];
+        snprintf(msg, sizeof(msg), "%s", last_error);
+        set_error(st, "%s: %s", path, msg);
+    }
+    base_file_map_close(&map); /* a no-op when the model took it */
+    return st;
+}
+
+void kiln_rt_free(kiln_rt_model *m)
+{
+    if (!m) return;
+    rt_pool_free(m->pool);
+    for (int s = 0; s < m->n_segs; s++) ir_model_free(m->segs[s].model);
+    base_free(m->segs);
+    if (m->dl) dlclose(m->dl);
+    if (m->code_fd >= 0) close(m->code_fd);
+    base_free(m->arena_raw);
+    base_free(m->scratch_raw);
+    base_free(m->weights_raw);
+    base_free(m->packed_raw);
+    base_free(m->ctx);
+    base_free(m->io);
+    base_file_map_close(&m->map);
+    rt_artifact_free(&m->art);
+    base_free(m);
+}
+
+/* ---- running ------------------------------------------------------------------------------------ */
+
+kiln_status kiln_rt_run(kiln_rt_model *m, const void *const *inputs, void *const *outputs)
+{
+    if (!m) return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_run: model is NULL");
+    const rt_artifact_desc *a = &m->art.desc;
+    if ((a->n_inputs && !inputs) || (a->n_outputs && !outputs))
+        return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_run: the %s array is NULL", !inputs ? "inputs" : "outputs");
+    for (int i = 0; i < a->n_inputs; i++)
+        if (!inputs[i] && a->inputs[i].nbytes)
+            return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_run: input %d ('%s') is NULL", i, a->inputs[i].name);
+    for (int i = 0; i < a->n_outputs; i++)
+        if (!outputs[i] && a->outputs[i].nbytes)
+            return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_run: output %d ('%s') is NULL", i, a->outputs[i].name);
+    if (atomic_exchange(&m->running, true))
+        return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_run: the model is already running (one run at a time)");
+    for (int i = 0; i < a->n_inputs; i++) m->io[i] = (void *)(uintptr_t)inputs[i];
+    for (int i = 0; i < a->n_outputs; i++) m->io[a->n_inputs + i] = outputs[i];
+    atomic_store_explicit(&m->failed, 0, memory_order_relaxed);
+    rt_pool_run(m->pool, m->prog->stages, m->prog->n_stages, m->ctx);
+    kiln_status st = KILN_OK;
+    if (atomic_load_explicit(&m->failed, memory_order_relaxed)) /* the pool's end of run orders the message */
+        st = set_error(m->run_status, "%s", m->run_error);
+    atomic_store(&m->running, false);
+    return st;
+}
+
+/* ---- information -------------------------------------------------------------------------------- */
+
+int kiln_rt_num_inputs(const kiln_rt_model *m) { return m ? m->art.desc.n_inputs : 0; }
+int kiln_rt_num_outputs(const kiln_rt_model *m) { return m ? m->art.desc.n_outputs : 0; }
+
+const kiln_rt_tensor_info *kiln_rt_input(const kiln_rt_model *m, int i)
+{
+    return m && i >= 0 && i < m->art.desc.n_inputs ? &m->art.desc.inputs[i] : NULL;
+}
+
+const kiln_rt_tensor_info *kiln_rt_output(const kiln_rt_model *m, int i)
+{
+    return m && i >= 0 && i < m->art.desc.n_outputs ? &m->art.desc.outputs[i] : NULL;
+}
+
+size_t kiln_rt_arena_bytes(const kiln_rt_model *m) { return m ? (size_t)m->art.desc.arena_bytes : 0; }
+size_t kiln_rt_weight_bytes(const kiln_rt_model *m) { return m ? m->art.desc.weight_bytes : 0; }
+int kiln_rt_num_threads(const kiln_rt_model *m) { return m ? m->n_threads : 0; }
