@@ -14,7 +14,10 @@
  *     kiln_rt_free(m);
  *
  * Tensors are dense and row-major; their dtype and shape are fixed by the
- * artifact (kiln_rt_input / kiln_rt_output tell them).
+ * artifact (kiln_rt_input / kiln_rt_output tell them), except model outputs
+ * whose shape depends on the input data (NonZero, NonMaxSuppression, a
+ * Reshape to a computed shape...): their dims are -1, the caller passes
+ * NULL for them, and kiln_rt_result gives the run's tensor.
  */
 #ifndef KILN_RT_H
 #define KILN_RT_H
@@ -50,6 +53,12 @@ KILN_API const kiln_rt_tensor_info *kiln_rt_output(const kiln_rt_model *m, int i
 /* Runs the model: inputs[i] and outputs[j] point at caller-owned buffers of
  * the sizes above. Not reentrant on one model: one run at a time. */
 KILN_API kiln_status kiln_rt_run(kiln_rt_model *m, const void *const *inputs, void *const *outputs);
+
+/* Output i of the last run: its data, and its actual dtype and shape in
+ * *info. For outputs of data-dependent shape the memory belongs to the
+ * model and stays valid until the next run or kiln_rt_free; for the others
+ * it is the caller's buffer. NULL when i is out of range or nothing ran. */
+KILN_API const void *kiln_rt_result(const kiln_rt_model *m, int i, kiln_rt_tensor_info *info);
 
 /* Bytes of the planned activation arena and of the weights. */
 KILN_API size_t kiln_rt_arena_bytes(const kiln_rt_model *m);

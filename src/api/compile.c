@@ -33,14 +33,28 @@ kiln_status api_plan(ir_graph *g, const target *t, sched_program *p, base_arena 
     return st;
 }
 
+/* A value whose shape depends on the data (only model outputs can be: see
+ * pass_partition) is described as rank 1, dim -1: known after a run. */
+static void type_of(const ir_value *v, kiln_dtype *dtype, int *rank, int64_t *dims)
+{
+    *dtype = v->t.dtype;
+    if (!v->shape_known) {
+        *rank = 1;
+        dims[0] = -1;
+        return;
+    }
+    *rank = v->t.rank;
+    memcpy(dims, v->t.dims, (size_t)v->t.rank * sizeof(int64_t));
+}
+
 static kiln_status binding_of(const ir_graph *g, const sched_program *p, const ir_value *v, rt_binding *b,
                               base_diag *d)
 {
     memset(b, 0, sizeof(*b));
     const sched_place *pl = &p->place[v->id];
-    b->dtype = v->t.dtype;
-    b->rank = v->t.rank;
-    memcpy(b->dims, v->t.dims, (size_t)v->t.rank * sizeof(int64_t));
+    type_of(v, &b->dtype, &b->rank, b->dims);
+    if (!v->shape_known && pl->loc != SCHED_LOC_OUTPUT)
+        return base_diag_add(d, KILN_ERR_INTERNAL, "value '%s' of data-dependent shape is not a model output", v->name);
     switch (pl->loc) {
     case SCHED_LOC_ARENA: b->kind = RT_BIND_ARENA; b->offset = pl->offset; break;
     case SCHED_LOC_WEIGHTS: b->kind = RT_BIND_WEIGHTS; b->offset = pl->offset; break;
@@ -56,10 +70,8 @@ static void info_of(const ir_value *v, kiln_rt_tensor_info *t)
 {
     memset(t, 0, sizeof(*t));
     t->name = v->name;
-    t->dtype = v->t.dtype;
-    t->rank = v->t.rank;
-    memcpy(t->dims, v->t.dims, (size_t)v->t.rank * sizeof(int64_t));
-    t->nbytes = v->t.nbytes ? v->t.nbytes : (size_t)ir_numel(&v->t) * ir_dtype_size(v->t.dtype);
+    type_of(v, &t->dtype, &t->rank, t->dims);
+    t->nbytes = v->shape_known ? (size_t)ir_numel(&v->t) * ir_dtype_size(v->t.dtype) : 0;
 }
 
 kiln_status api_compile(ir_model *m, const api_compile_opts *o, const char *out_path, api_compile_report *rep,
@@ -73,14 +85,6 @@ kiln_status api_compile(ir_model *m, const api_compile_opts *o, const char *out_
     for (int i = 0; i < g->n_values; i++) { /* sizes of inferred values */
         ir_value *v = g->values[i];
         if (v->shape_known && !v->is_const) v->t.nbytes = (size_t)ir_numel(&v->t) * ir_dtype_size(v->t.dtype);
-    }
-    for (int i = 0; i < g->n_outputs; i++) {
-        const ir_value *v = g->outputs[i];
-        if (!v->shape_known)
-            return base_diag_add(d, KILN_ERR_UNSUPPORTED,
-                                 "output '%s' has a shape that depends on the input data; kiln compiles models "
-                                 "whose outputs have static shapes",
-                                 v->name);
     }
     base_arena a;
     base_arena_init(&a);

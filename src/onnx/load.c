@@ -401,6 +401,12 @@ static kiln_status import_graph(onnx_ctx *c, const Onnx__GraphProto *gp, ir_grap
             st = base_diag_add(c->d, KILN_ERR_UNSUPPORTED,
                                "graph '%s': output '%s' is not a tensor; kiln supports dense tensors only", g->name,
                                vi->name);
+        /* The declared element type stands until inference knows better:
+         * an output whose shape depends on data still has a dtype. */
+        if (v->t.dtype == KILN_UNDEF && vi->type && vi->type->value_case == ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE &&
+            vi->type->tensor_type && vi->type->tensor_type->has_elem_type && vi->type->tensor_type->elem_type > 0 &&
+            vi->type->tensor_type->elem_type < KILN_DTYPE_COUNT)
+            v->t.dtype = (kiln_dtype)vi->type->tensor_type->elem_type;
         v->is_output = true;
         v->n_uses++;
         g->outputs[g->n_outputs++] = v;

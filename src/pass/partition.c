@@ -386,7 +386,10 @@ kiln_status pass_partition(ir_graph *g, const pass_support *s, sched_program *p,
         bool fallback = dynamic || n->op == KILN_OP_COUNT || !s->can_compile(n);
         sched_group_kind kind = fallback ? SCHED_GROUP_FALLBACK : kind_of(n);
         int gi = -1;
-        if (kind == SCHED_GROUP_ELEMENTWISE || kind == SCHED_GROUP_FALLBACK) {
+        /* Shapes that depend on data: the whole graph is one segment, so no
+         * value of unknown size has to be placed between groups. */
+        if (dynamic && p->n_groups > 0) gi = 0;
+        if (gi < 0 && (kind == SCHED_GROUP_ELEMENTWISE || kind == SCHED_GROUP_FALLBACK)) {
             /* join the latest producer group of the same kind (and shape) */
             for (int j = 0; j < n->n_in; j++) {
                 const ir_value *v = n->in[j];

@@ -360,8 +360,10 @@ static void rd_end(rd *r)
 }
 
 /* Reads {u32 dtype, u32 rank, i64 dims[rank]} and checks it describes a
- * tensor of at most RT_ARTIFACT_MAX_BYTES. */
-static void rd_type(rd *r, kiln_dtype *dtype, int *rank, int64_t *dims, size_t *nbytes)
+ * tensor of at most RT_ARTIFACT_MAX_BYTES. Where `dynamic_ok`, a dim of -1
+ * marks a shape known only after a run (a model output that depends on the
+ * input data); such a tensor has 0 bytes here. */
+static void rd_type(rd *r, kiln_dtype *dtype, int *rank, int64_t *dims, size_t *nbytes, bool dynamic_ok)
 {
     uint64_t dt = rd_uint(r, 4, "dtype");
     uint64_t rk = rd_uint(r, 4, "rank");
@@ -385,6 +387,11 @@ static void rd_type(rd *r, kiln_dtype *dtype, int *rank, int64_t *dims, size_t *
     for (int i = 0; i < *rank; i++) {
         uint64_t v = rd_uint(r, 8, "dims");
         if (r->st != KILN_OK) return;
+        if (v == UINT64_MAX && dynamic_ok) {
+            dims[i] = -1;
+            zero = true;
+            continue;
+        }
         if (v > (uint64_t)INT64_MAX) {
             rd_fail(r, "dim %d is negative (%lld)", i, (long long)v);
             return;
@@ -461,7 +468,7 @@ static void read_signature(rd *r, rt_artifact *art)
             r->st = base_diag_add(r->d, KILN_ERR_OOM, "out of memory reading the artifact");
             break;
         }
-        rd_type(r, &t->dtype, &t->rank, t->dims, &t->nbytes);
+        rd_type(r, &t->dtype, &t->rank, t->dims, &t->nbytes, i >= (int)n_in);
     }
     r->where[0] = 0;
     rd_end(r);
@@ -478,7 +485,7 @@ static void read_binding(rd *r, const rt_artifact_desc *a, bool is_out, rt_bindi
     uint64_t io = rd_uint(r, 4, "io index");
     uint64_t off = rd_uint(r, 8, "offset");
     size_t nbytes = 0;
-    rd_type(r, &b->dtype, &b->rank, b->dims, &nbytes);
+    rd_type(r, &b->dtype, &b->rank, b->dims, &nbytes, is_out && kind == RT_BIND_OUTPUT);
     if (r->st != KILN_OK) return;
     b->kind = (int)kind;
     b->offset = off;

@@ -68,6 +68,8 @@ struct kiln_rt_model {
     rt_pool *pool;
     kiln_cctx *ctx;         /* per vEU */
     void **io;              /* inputs, then outputs, of the current run */
+    ir_tensor *dyn;         /* per output: the last run's tensor when its shape depends on data */
+    bool ran;
     kiln_host host;
 
     _Atomic bool running;
@@ -128,6 +130,13 @@ static void *binding_address(kiln_rt_model *m, const rt_binding *b)
     return base ? base + b->offset : NULL; /* NULL: an empty io tensor the caller gave no buffer */
 }
 
+static bool binding_is_dynamic(const rt_binding *b)
+{
+    for (int k = 0; k < b->rank; k++)
+        if (b->dims[k] < 0) return true;
+    return false;
+}
+
 static void binding_tensor(kiln_rt_model *m, const rt_binding *b, ir_tensor *t)
 {
     memset(t, 0, sizeof(*t));
@@ -161,6 +170,20 @@ static int host_run_segment(const kiln_host *h, const kiln_cctx *c, int seg)
         run_fail(m, st, "segment %d: %s", seg, base_diag_text(&d));
     } else {
         for (int i = 0; i < sd->n_out; i++) {
+            const rt_binding *ob = &sd->out[i];
+            if (ob->kind == RT_BIND_OUTPUT && binding_is_dynamic(ob)) {
+                /* kept for kiln_rt_result, whatever its shape */
+                if (out[i].dtype != ob->dtype) {
+                    run_fail(m, KILN_ERR_SHAPE, "segment %d output %d ('%s') has dtype %s; its binding expects %s",
+                             seg, i, g->outputs[i]->name, kiln_dtype_name(out[i].dtype), kiln_dtype_name(ob->dtype));
+                    st = KILN_ERR_SHAPE;
+                    break;
+                }
+                ir_tensor_release(&m->dyn[ob->io]);
+                m->dyn[ob->io] = out[i];
+                memset(&out[i], 0, sizeof(out[i]));
+                continue;
+            }
             ir_tensor want;
             binding_tensor(m, &sd->out[i], &want);
             if (out[i].dtype != want.dtype || !ir_same_shape(&out[i], &want)) {
@@ -241,7 +264,7 @@ static kiln_status load_segment(kiln_rt_model *m, int s, base_diag *d)
     }
     for (int i = 0; i < sd->n_out; i++) {
         const ir_value *v = g->outputs[i];
-        if (!v->shape_known || same_type(v, &sd->out[i], false)) continue;
+        if (!v->shape_known || binding_is_dynamic(&sd->out[i]) || same_type(v, &sd->out[i], false)) continue;
         ir_tensor want;
         memset(&want, 0, sizeof(want));
         want.dtype = sd->out[i].dtype;
@@ -435,10 +458,11 @@ static kiln_status load(const void *buf, size_t n, base_file_map *map, int n_thr
     if (!base_mul_ok(m->scratch_stride, (size_t)m->n_threads, &scratch_total)) scratch_total = SIZE_MAX;
     m->scratch = rt_calloc_aligned(scratch_total, &m->scratch_raw);
     m->io = base_calloc((size_t)a->n_inputs + (size_t)a->n_outputs + 1, sizeof(void *));
+    m->dyn = base_calloc((size_t)a->n_outputs + 1, sizeof(ir_tensor));
     m->ctx = base_calloc((size_t)m->n_threads, sizeof(kiln_cctx));
     m->segs = base_calloc((size_t)a->n_segments + 1, sizeof(segment));
     m->packed = rt_calloc_aligned(m->prog->packed_bytes, &m->packed_raw);
-    if (!m->arena || !m->scratch || !m->packed || !m->io || !m->ctx || !m->segs)
+    if (!m->arena || !m->scratch || !m->packed || !m->io || !m->dyn || !m->ctx || !m->segs)
         return base_diag_add(d, KILN_ERR_OOM,
                              "out of memory allocating the arena (%llu bytes), scratch (%zu bytes) and packed weights "
                              "(%zu bytes)", (unsigned long long)a->arena_bytes, scratch_total, m->prog->packed_bytes);
@@ -529,6 +553,8 @@ void kiln_rt_free(kiln_rt_model *m)
     base_free(m->packed_raw);
     base_free(m->ctx);
     base_free(m->io);
+    for (int i = 0; m->dyn && i < m->art.desc.n_outputs; i++) ir_tensor_release(&m->dyn[i]);
+    base_free(m->dyn);
     base_file_map_close(&m->map);
     rt_artifact_free(&m->art);
     base_free(m);
@@ -557,8 +583,27 @@ kiln_status kiln_rt_run(kiln_rt_model *m, const void *const *inputs, void *const
     kiln_status st = KILN_OK;
     if (atomic_load_explicit(&m->failed, memory_order_relaxed)) /* the pool's end of run orders the message */
         st = set_error(m->run_status, "%s", m->run_error);
+    m->ran = st == KILN_OK;
     atomic_store(&m->running, false);
     return st;
+}
+
+const void *kiln_rt_result(const kiln_rt_model *m, int i, kiln_rt_tensor_info *info)
+{
+    if (!m || !m->ran || i < 0 || i >= m->art.desc.n_outputs) return NULL;
+    const kiln_rt_tensor_info *sig = &m->art.desc.outputs[i];
+    const ir_tensor *t = &m->dyn[i];
+    if (t->data) {
+        if (info) {
+            *info = *sig;
+            info->rank = t->rank;
+            memcpy(info->dims, t->dims, sizeof(info->dims));
+            info->nbytes = t->nbytes;
+        }
+        return t->data;
+    }
+    if (info) *info = *sig;
+    return m->io[m->art.desc.n_inputs + i];
 }
 
 /* ---- information -------------------------------------------------------------------------------- */

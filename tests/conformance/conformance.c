@@ -149,12 +149,21 @@ static kiln_status run_compiled(ir_model *m, const ir_tensor *ins, ir_tensor *go
     for (int i = 0; i < g->n_inputs; i++) in_ptrs[i] = ins[i].data;
     for (int i = 0; i < g->n_outputs && st == KILN_OK; i++) {
         const kiln_rt_tensor_info *info = kiln_rt_output(rm, i);
+        out_ptrs[i] = NULL;
+        if (info->rank > 0 && info->dims[0] < 0) continue; /* data-dependent shape: kiln_rt_result */
         st = ir_tensor_alloc(&got[i], info->dtype, info->rank, info->dims);
         out_ptrs[i] = got[i].data;
     }
     if (st == KILN_OK) {
         st = kiln_rt_run(rm, in_ptrs, out_ptrs);
         if (st != KILN_OK) base_diag_add(d, st, "%s", kiln_rt_last_error());
+    }
+    for (int i = 0; i < g->n_outputs && st == KILN_OK; i++) {
+        if (out_ptrs[i]) continue;
+        kiln_rt_tensor_info info;
+        const void *data = kiln_rt_result(rm, i, &info);
+        st = data ? ir_tensor_alloc(&got[i], info.dtype, info.rank, info.dims) : KILN_ERR_INTERNAL;
+        if (st == KILN_OK) memcpy(got[i].data, data, info.nbytes);
     }
     kiln_rt_free(rm);
     return st;

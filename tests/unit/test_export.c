@@ -399,7 +399,7 @@ UNIT_TEST(export_round_trips_attributes_of_every_kind)
 {
     base_arena a;
     base_arena_init(&a);
-    mb_model mb;
+    static mb_model mb; /* large: kept off the stack */
     attr_model(&mb, &a);
     Onnx__OperatorSetIdProto custom, *ops[2] = {&mb.opset, &custom};
     onnx__operator_set_id_proto__init(&custom);
@@ -443,7 +443,7 @@ UNIT_TEST(export_round_trip_computes_the_same_bits)
 {
     base_arena a;
     base_arena_init(&a);
-    mb_model mb;
+    static mb_model mb; /* large: kept off the stack */
     attr_model(&mb, &a);
     mb.graph.n_node = 2; /* Gemm and LeakyRelu only */
     mb.graph.n_output = 1;
@@ -491,7 +491,7 @@ static void chain_model(mb_model *m)
 
 UNIT_TEST(export_of_a_middle_range_computes_the_same_values)
 {
-    mb_model mb;
+    static mb_model mb; /* large: kept off the stack */
     chain_model(&mb);
     size_t n;
     void *buf = mb_pack(&mb, &n);
@@ -546,7 +546,7 @@ UNIT_TEST(export_of_a_middle_range_computes_the_same_values)
  * every value a name of its own, so references still reach the right one. */
 UNIT_TEST(export_renames_clashing_and_empty_names)
 {
-    mb_model mb;
+    static mb_model mb; /* large: kept off the stack */
     chain_model(&mb);
     size_t n;
     void *buf = mb_pack(&mb, &n);
@@ -725,7 +725,7 @@ UNIT_TEST(export_keeps_subgraph_reads_of_outer_values)
 
 UNIT_TEST(export_reports_bad_arguments)
 {
-    mb_model mb;
+    static mb_model mb; /* large: kept off the stack */
     chain_model(&mb);
     size_t n;
     void *buf = mb_pack(&mb, &n);

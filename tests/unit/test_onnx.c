@@ -37,7 +37,7 @@ static kiln_status load(const void *buf, size_t n, const char *dir, base_diag *d
 
 UNIT_TEST(loads_and_runs_a_small_model)
 {
-    mb_model m;
+    static mb_model m; /* large: kept off the stack */
     relu_add_model(&m);
     size_t n;
     void *buf = mb_pack(&m, &n);
@@ -77,7 +77,7 @@ UNIT_TEST(loads_and_runs_a_small_model)
 
 UNIT_TEST(every_truncation_is_an_error)
 {
-    mb_model m;
+    static mb_model m; /* large: kept off the stack */
     relu_add_model(&m);
     size_t n;
     unsigned char *buf = mb_pack(&m, &n);
@@ -94,7 +94,7 @@ UNIT_TEST(every_truncation_is_an_error)
 
 UNIT_TEST(raw_data_must_match_the_shape)
 {
-    mb_model m;
+    static mb_model m; /* large: kept off the stack */
     relu_add_model(&m);
     m.inits[0].raw_data.len = 5 * sizeof(float);
     size_t n;
@@ -111,7 +111,7 @@ UNIT_TEST(huge_and_negative_dims_are_rejected)
 {
     const int64_t bad[3][2] = {{-2, 3}, {(int64_t)1 << 62, 4}, {(int64_t)1 << 31, (int64_t)1 << 31}};
     for (int k = 0; k < 3; k++) {
-        mb_model m;
+        static mb_model m; /* large: kept off the stack */
         relu_add_model(&m);
         m.init_dims[0][0] = bad[k][0];
         m.init_dims[0][1] = bad[k][1];
@@ -125,7 +125,7 @@ UNIT_TEST(huge_and_negative_dims_are_rejected)
         free(buf);
     }
     /* a graph input with a negative dim */
-    mb_model m;
+    static mb_model m; /* large: kept off the stack */
     relu_add_model(&m);
     m.dims[0][0].dim_value = -5;
     size_t n;
@@ -151,7 +151,7 @@ static void write_file(const char *path, const void *data, size_t n)
 static kiln_status load_external(const char *dir, const char *location, long long offset, long long length,
                                  base_diag *d)
 {
-    mb_model m;
+    static mb_model m; /* large: kept off the stack */
     relu_add_model(&m);
     mb_external(&m, &m.inits[0], location, offset, length);
     size_t n;
@@ -204,7 +204,7 @@ UNIT_TEST(external_data_stays_in_the_model_folder)
 
 UNIT_TEST(cycles_and_missing_inputs_are_reported)
 {
-    mb_model m;
+    static mb_model m; /* large: kept off the stack */
     mb_init(&m, 17);
     mb_input(&m, "x", KILN_F32, 1, (int64_t[]){4});
     mb_node(&m, "Add", "a", "x", "c", "b");
@@ -245,7 +245,7 @@ UNIT_TEST(cycles_and_missing_inputs_are_reported)
 
 UNIT_TEST(unsupported_ops_are_all_listed_at_once)
 {
-    mb_model m;
+    static mb_model m; /* large: kept off the stack */
     mb_init(&m, 17);
     mb_input(&m, "x", KILN_F32, 1, (int64_t[]){4});
     mb_node(&m, "FancyOp", "f1", "x", NULL, "a");
@@ -274,7 +274,7 @@ UNIT_TEST(unsupported_ops_are_all_listed_at_once)
 
 UNIT_TEST(opset_out_of_range_is_reported)
 {
-    mb_model m;
+    static mb_model m; /* large: kept off the stack */
     relu_add_model(&m);
     m.opset.version = 99;
     size_t n;
@@ -289,7 +289,7 @@ UNIT_TEST(opset_out_of_range_is_reported)
 
 UNIT_TEST(allocation_failures_become_errors)
 {
-    mb_model m;
+    static mb_model m; /* large: kept off the stack */
     relu_add_model(&m);
     size_t n;
     void *buf = mb_pack(&m, &n);

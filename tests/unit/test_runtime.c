@@ -37,7 +37,7 @@ typedef struct sample {
 /* A Relu segment: z -> r, both f32[N]. */
 static void *relu_onnx(size_t *n)
 {
-    mb_model mb;
+    static mb_model mb; /* large: kept off the stack */
     mb_init(&mb, 17);
     mb_input(&mb, "z", KILN_F32, 1, (int64_t[]){N});
     mb_node(&mb, "Relu", "relu", "z", NULL, "r");
