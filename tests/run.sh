@@ -3,7 +3,9 @@
 #   1. unit tests (base, IR, ONNX loader, npy/npz)
 #   2. command-line tests (help, exit codes, the embedded model, malformed input)
 #   3. ONNX conformance on the reference interpreter, with the expected-failure list
-#   4. the IR -> ONNX export round trip over the same models
+#   4. the same conformance cases compiled for the c target and run by the runtime
+#   5. the IR -> ONNX export round trip over the same models
+#   (and the kernel templates' own tests)
 # Ends with the line "N passed, N failed" summing all three.
 set -u
 build=${1:-build}
@@ -51,6 +53,12 @@ if [ -d "$data/node" ]; then
         "$data/node" "$data/pytorch-converted" "$data/pytorch-operator" "$data/simple" >"$log/conf" 2>&1
     grep -E '^(FAIL|XPASS|==)' "$log/conf"
     count "$log/conf" "conformance"
+    echo "== conformance through the c target (compiled, run by the CPU runtime)"
+    "$build/conformance" --target c --xfail "$here/conformance/xfail.txt" \
+        "$data/node" "$data/pytorch-converted" "$data/pytorch-operator" "$data/simple" >"$log/confc" 2>&1
+    grep -E '^(FAIL|XPASS|==)' "$log/confc"
+    count "$log/confc" "conformance (c target)"
+
     echo "== export round trip (IR -> ONNX -> IR, bit-identical outputs)"
     "$build/roundtrip" "$data/node" "$data/pytorch-converted" "$data/pytorch-operator" "$data/simple" \
         >"$log/roundtrip" 2>&1

@@ -586,14 +586,23 @@ static kiln_status artifact_run(kiln_rt_model *rm, const ir_tensor *ins, ir_tens
     int n_in = kiln_rt_num_inputs(rm), n_out = kiln_rt_num_outputs(rm);
     for (int i = 0; i < n_in; i++) in_ptrs[i] = ins[i].data;
     for (int i = 0; i < n_out; i++) {
-        if (!outs[i].data) {
-            const kiln_rt_tensor_info *info = kiln_rt_output(rm, i);
-            KILN_TRY(ir_tensor_alloc(&outs[i], info->dtype, info->rank, info->dims));
-        }
-        out_ptrs[i] = outs[i].data;
+        const kiln_rt_tensor_info *info = kiln_rt_output(rm, i);
+        bool dynamic = info->rank > 0 && info->dims[0] < 0; /* shape known after the run */
+        if (!outs[i].data && !dynamic) KILN_TRY(ir_tensor_alloc(&outs[i], info->dtype, info->rank, info->dims));
+        out_ptrs[i] = dynamic ? NULL : outs[i].data;
     }
     kiln_status st = kiln_rt_run(rm, in_ptrs, out_ptrs);
-    return st == KILN_OK ? st : rt_error(st, d);
+    if (st != KILN_OK) return rt_error(st, d);
+    for (int i = 0; i < n_out; i++) {
+        if (out_ptrs[i]) continue;
+        kiln_rt_tensor_info info;
+        const void *data = kiln_rt_result(rm, i, &info);
+        ir_tensor_release(&outs[i]);
+        if (!data) return base_diag_add(d, KILN_ERR_INTERNAL, "output %d has no result", i);
+        KILN_TRY(ir_tensor_alloc(&outs[i], info.dtype, info.rank, info.dims));
+        memcpy(outs[i].data, data, info.nbytes);
+    }
+    return KILN_OK;
 }
 
 static void progress_line(void *user, const char *line)

@@ -4,6 +4,7 @@
 # input and output, and clear errors (never a crash) on bad input.
 set -u
 kiln="$1/kiln"
+data=${KILN_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 passed=0
@@ -38,6 +39,10 @@ expect unknown_command 1 "unknown command 'frobnicate'" -- "$kiln" frobnicate
 expect unknown_option 1 "unknown option" -- "$kiln" run --bogus
 expect ops_table 0 "Conv" -- "$kiln" ops
 expect embedded_model 0 "probs" -- "$kiln" run
+expect embedded_model_checks_itself 0 "pass  max abs err" -- "$kiln" run
+expect help_compile 0 "--emit-source DIR" -- "$kiln" compile --help
+expect help_bench 0 "p99" -- "$kiln" bench --help
+expect help_verify 0 "Exit status 9" -- "$kiln" verify --help
 expect embedded_model_save 0 "wrote" -- "$kiln" run --output "$tmp/out.npz"
 
 # a softmax output sums to one
@@ -60,6 +65,26 @@ import numpy as np
 a = np.load('$tmp/a.npz')['probs']; b = np.load('$tmp/b.npz')['probs']
 print('same' if a.shape == (1, 10) and np.array_equal(a, b) else 'differ')"
 
+# compile, then run and bench the artifact; verify a model
+python3 -c "
+import numpy as np
+x = np.random.default_rng(5).standard_normal((1, 3, 32, 32)).astype(np.float32)
+np.save('$tmp/image5.npy', x)"
+expect compile_model 0 "stages" -- "$kiln" compile "$data/node/test_add_bcast/model.onnx" -o "$tmp/add.kiln" 2>/dev/null
+expect compile_requires_output 1 "-o OUT.kiln is required" -- "$kiln" compile "$tmp/nope.onnx"
+expect run_artifact 0 "artifact" -- "$kiln" run "$tmp/add.kiln" --threads 2
+expect bench_artifact 0 "median" -- "$kiln" bench "$tmp/add.kiln" --iterations 5 --warmup 1
+expect bench_json 0 '"median_ms"' -- "$kiln" bench "$tmp/add.kiln" --iterations 5 --json
+expect verify_model 0 "PASS" -- "$kiln" verify "$data/node/test_conv_with_strides_padding/model.onnx"
+"$kiln" run --input "image=$tmp/image5.npy" --output "$tmp/c.npz" --quiet
+"$kiln" run --input "image=$tmp/image5.npy" --output "$tmp/i.npz" --quiet --target interp
+expect compiled_matches_interpreter 0 "close" -- python3 -c "
+import numpy as np
+a = np.load('$tmp/c.npz')['probs']; b = np.load('$tmp/i.npz')['probs']
+print('close' if np.allclose(a, b, rtol=1e-4, atol=1e-6) else 'differ', np.abs(a - b).max())"
+printf 'KILNART\0garbage' >"$tmp/bad.kiln"
+expect corrupt_artifact 3 "artifact" -- "$kiln" run "$tmp/bad.kiln"
+
 # bad input: clear errors with documented exit codes
 expect missing_file 2 "cannot open" -- "$kiln" inspect "$tmp/nope.onnx"
 printf 'this is not a model' >"$tmp/junk.onnx"
@@ -73,7 +98,6 @@ printf 'garbage' >"$tmp/garbage.npy"
 expect garbage_npy 1 "garbage.npy" -- "$kiln" run --input "image=$tmp/garbage.npy"
 
 # a conformance model through inspect and run
-data=${KILN_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data}
 if [ -d "$data/node/test_add_bcast" ]; then
     expect inspect_model 0 "every op is supported" -- "$kiln" inspect "$data/node/test_add_bcast/model.onnx"
     expect inspect_unsupported 4 "is a sequence; kiln supports dense tensors only" -- \
