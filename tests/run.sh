@@ -5,6 +5,7 @@
 #   3. ONNX conformance on the reference interpreter, with the expected-failure list
 #   4. the same conformance cases compiled for the c target and run by the runtime
 #   5. the IR -> ONNX export round trip over the same models
+#   6. ResNet-50, MobileNetV2 and BERT-base through kiln against onnxruntime
 #   (and the kernel templates' own tests)
 # Ends with the line "N passed, N failed" summing all three.
 set -u
@@ -66,6 +67,16 @@ if [ -d "$data/node" ]; then
     count "$log/roundtrip" "export round trip"
 else
     echo "tests/run.sh: ONNX test data not found in $data (install libonnx-testdata)"
+    failed=$((failed + 1))
+fi
+
+echo "== models: ResNet-50, MobileNetV2, BERT-base exported with PyTorch, kiln (c target) vs onnxruntime"
+if /usr/bin/python3 -c 'import torch, torchvision' >/dev/null 2>&1; then
+    "$here/models/run_models.sh" "$build" >"$log/models" 2>&1
+    grep -E '^(PASS|FAIL)' "$log/models"
+    count "$log/models" "model tests"
+else
+    echo "tests/run.sh: PyTorch is missing (scripts/setup-deps.sh --models installs it)"
     failed=$((failed + 1))
 fi
 
