@@ -30,9 +30,10 @@ api_compare api_compare_tensors(const ir_tensor *got, const ir_tensor *want, api
             if (isnan(w) || isnan(g)) ok = isnan(w) && isnan(g);
             else if (isinf(w)) ok = g == w;
             else {
-                double err = fabs(g - w), rel = err / (fabs(w) > 1e-30 ? fabs(w) : 1e-30);
+                double err = fabs(g - w);
                 if (err > c.max_abs) c.max_abs = err;
-                if (err > tol.atol && rel > c.max_rel) c.max_rel = rel;
+                /* relative error where it means something: |want| above atol */
+                if (fabs(w) > tol.atol && err / fabs(w) > c.max_rel) c.max_rel = err / fabs(w);
                 ok = err <= tol.atol + tol.rtol * fabs(w);
             }
         } else {

@@ -66,13 +66,6 @@ const char *c_ptr(const c_emitter *e, const ir_value *v, const char *ctype, char
 
 /* ---- what compiles -------------------------------------------------------------- */
 
-/* TEMPORARY while emit_ews.c / emit_move.c are written: absent, those
- * groups fall back to the interpreter. */
-#pragma weak c_can_elementwise
-#pragma weak c_can_move
-#pragma weak c_emit_elementwise
-#pragma weak c_emit_move
-
 static bool c_can_compile(const ir_node *n)
 {
     for (int j = 0; j < n->n_out; j++)
@@ -88,9 +81,8 @@ static bool c_can_compile(const ir_node *n)
         return true;
     case KILN_OP_DROPOUT: return n->n_in < 3 || !n->in[2] || (n->in[2]->is_const && ir_get_f64(&n->in[2]->t, 0) == 0);
     default:
-        if (n->op < KILN_OP_COUNT && (ir_ops[n->op].flags & IR_OPF_ELEMENTWISE))
-            return c_can_elementwise != NULL && c_can_elementwise(n);
-        return c_can_move != NULL && c_can_move(n);
+        if (n->op < KILN_OP_COUNT && (ir_ops[n->op].flags & IR_OPF_ELEMENTWISE)) return c_can_elementwise(n);
+        return c_can_move(n);
     }
 }
 
@@ -268,7 +260,8 @@ static kiln_status emit_program(c_emitter *e, base_str *src)
     base_str_cat(src, base_str_get(&e->decls));
     base_str_cat(src, "\n");
     base_str_cat(src, base_str_get(&e->ops));
-    base_str_cat(src, "static void prepare(const uint8_t *w, uint8_t *pk)\n{\n    (void)w;\n    (void)pk;\n");
+    base_str_cat(src, "static void prepare(const uint8_t *w, uint8_t *pk)\n{\n    (void)w;\n    (void)pk;\n"
+                      "    (void)packed_ofs;\n");
     base_str_cat(src, base_str_get(&e->prep));
     base_str_cat(src, "}\n\n");
     base_str_printf(src, "static kiln_cprog prog = {\n    .abi = KILN_CPROG_ABI,\n    .n_stages = %d,\n"

@@ -109,6 +109,10 @@ static bool unary_float_only(kiln_op op)
     }
 }
 
+/* The unary ops open ops.def (Abs .. Mish), the binary ones follow (Add .. BitwiseXor). */
+_Static_assert(KILN_OP_ABS == 0 && KILN_OP_MISH + 1 == KILN_OP_ADD && KILN_OP_BITWISE_XOR + 1 == KILN_OP_MAX,
+               "emit_ews.c reads op ranges from the order of ops.def");
+
 static bool is_unary(kiln_op op) { return op <= KILN_OP_MISH; }
 
 static bool is_binary(kiln_op op) { return op >= KILN_OP_ADD && op <= KILN_OP_BITWISE_XOR; }
@@ -205,7 +209,8 @@ bool c_can_elementwise(const ir_node *n)
     for (int i = 0; i < n->n_in; i++) {
         const ir_value *v = n->in[i];
         if (!v) continue;
-        if (!v->shape_known || !c_type(v->t.dtype) || v->t.rank > n->out[0]->t.rank) return false;
+        if (!v->shape_known || !c_type(v->t.dtype)) return false;
+        if (v->t.rank > n->out[0]->t.rank && !(n->op == KILN_OP_CAST_LIKE && i == 1)) return false;
         if (v->graph != n->graph) return false;
     }
     kiln_dtype t = n->in[0]->t.dtype;
@@ -772,11 +777,7 @@ kiln_status c_emit_elementwise(c_emitter *e, const sched_group *grp)
         return KILN_ERR_OOM;
     }
 
-    /* operands, strides, collapsed dims */
-    int rank = shape->rank;
-    int64_t dims[IR_MAX_RANK];
-    for (int d = 0; d < rank; d++) dims[d] = shape->dims[d];
-    int n_strs = 0;
+    /* operands: constant scalars become literals */
     for (int k = 0; k < grp->n_in; k++) {
         operand *o = &w.ops[k];
         const ir_value *v = grp->in[k];
@@ -786,16 +787,9 @@ kiln_status c_emit_elementwise(c_emitter *e, const sched_group *grp)
             if (is_float(v->t.dtype)) lit_float(ir_get_f64(&v->t, 0), v->t.dtype == KILN_F32, o->lit, sizeof o->lit);
             else lit_int(v->t.dtype, ir_get_i64(&v->t, 0), o->lit, sizeof o->lit);
         }
-        bcast_strides(&v->t, rank, dims, o->str);
-        strs[n_strs++] = o->str;
     }
-    bcast_strides(shape, rank, dims, out_str);
-    strs[n_strs++] = out_str;
-    int64_t total = ir_numel(shape);
-    rank = collapse(rank, dims, n_strs, strs);
-    base_free(strs);
 
-    /* the per-element code */
+    /* the per-element code (which marks the operands it reads) */
     for (int i = 0; i < grp->n_nodes && !w.bad; i++)
         if (!emit_node(&w, grp->nodes[i])) w.bad = grp->nodes[i];
     if (w.bad) {
@@ -803,9 +797,27 @@ kiln_status c_emit_elementwise(c_emitter *e, const sched_group *grp)
         base_diag_add(e->d, KILN_ERR_INTERNAL, "the c target cannot emit %s in a fused elementwise loop",
                       ir_node_label(w.bad, lb, sizeof lb));
         base_free(w.ops);
+        base_free(strs);
         base_str_free(&w.body);
         return KILN_ERR_INTERNAL;
     }
+
+    /* strides of what is read and written, then the collapsed dims */
+    int rank = shape->rank;
+    int64_t dims[IR_MAX_RANK];
+    for (int d = 0; d < rank; d++) dims[d] = shape->dims[d];
+    int n_strs = 0;
+    for (int k = 0; k < grp->n_in; k++) {
+        operand *o = &w.ops[k];
+        if (!o->used) continue;
+        bcast_strides(&o->v->t, rank, dims, o->str);
+        strs[n_strs++] = o->str;
+    }
+    bcast_strides(shape, rank, dims, out_str);
+    strs[n_strs++] = out_str;
+    int64_t total = ir_numel(shape);
+    rank = collapse(rank, dims, n_strs, strs);
+    base_free(strs);
 
     /* rTasks: rows, or chunks of rows */
     int64_t inner = dims[rank - 1], rows = total / (inner ? inner : 1);
@@ -893,7 +905,9 @@ kiln_status c_emit_elementwise(c_emitter *e, const sched_group *grp)
     int lo = -1;
     for (int d = 0; d < rank - 1 && lo < 0; d++)
         if (need_coord[d]) lo = d;
-    if (lo >= 0) {
+    if (lo == 0 && rank == 2) {
+        base_str_cat(s, "        const int64_t i0 = row;\n");
+    } else if (lo >= 0) {
         base_str_cat(s, "        int64_t q = row;\n");
         for (int d = rank - 2; d > lo; d--) {
             if (need_coord[d]) base_str_printf(s, "        const int64_t i%d = q %% %lld;\n", d, (long long)dims[d]);
@@ -919,7 +933,8 @@ kiln_status c_emit_elementwise(c_emitter *e, const sched_group *grp)
             base_str_printf(s, " + row * %lld", (long long)inner);
         } else if (rows > 1) {
             for (int d = 0; d < rank - 1; d++)
-                if (o->str[d] != 0) base_str_printf(s, " + i%d * %lld", d, (long long)o->str[d]);
+                if (o->str[d] == 1) base_str_printf(s, " + i%d", d);
+                else if (o->str[d] != 0) base_str_printf(s, " + i%d * %lld", d, (long long)o->str[d]);
         }
         base_str_cat(s, ";\n");
         if (o->str[rank - 1] == 0) base_str_printf(s, "        const %s x%d = r%d[0];\n", T, k, k);

@@ -515,6 +515,10 @@ static void emit_coords(base_str *s, const char *row, int r, const int64_t *dims
     for (int d = 0; d < r - 1 && lo < 0; d++)
         if (need[d]) lo = d;
     if (lo < 0) return;
+    if (lo == 0 && r == 2) {
+        base_str_printf(s, "%sconst int64_t i0 = %s;\n", ind, row);
+        return;
+    }
     base_str_printf(s, "%sint64_t q = %s;\n", ind, row);
     for (int d = r - 2; d > lo; d--) {
         if (need[d]) base_str_printf(s, "%sconst int64_t i%d = q %% %lld;\n", ind, d, (long long)dims[d]);
@@ -544,7 +548,74 @@ static void offset_expr(char *buf, size_t n, int r, const int64_t *dims, const i
         return;
     }
     for (int d = 0; d < r - 1 && k < n; d++)
-        if (str[d] != 0) k += (size_t)snprintf(buf + k, n - k, " + i%d * %lld", d, (long long)str[d]);
+        if (str[d] == 1) k += (size_t)snprintf(buf + k, n - k, " + i%d", d);
+        else if (str[d] != 0) k += (size_t)snprintf(buf + k, n - k, " + i%d * %lld", d, (long long)str[d]);
+}
+
+/* Bytes along each side of a transpose tile. */
+#define MOVE_TILE_BYTES 64
+
+/* A transposing copy whose source is contiguous along outer dim a (of the
+ * collapsed view) while the destination is contiguous along the inner dim:
+ * square tiles of (a, inner), so that both sides stream whole cache lines
+ * instead of the source being read one element per line. */
+static void piece_tiled(move *m, const char *what, const ir_value *src, const ir_value *dst, const view *v, int r,
+                        int a, size_t es)
+{
+    c_emitter *e = m->e;
+    const char *E = bits_type(es);
+    int64_t tb = MOVE_TILE_BYTES / (int64_t)es, inner = v->dims[r - 1], da = v->dims[a];
+    int64_t od[MOVE_MAX_RANK], os[MOVE_MAX_RANK], ot[MOVE_MAX_RANK], others = 1;
+    int no = 0;
+    for (int d = 0; d < r - 1; d++) {
+        if (d == a) continue;
+        od[no] = v->dims[d], os[no] = v->src_str[d], ot[no++] = v->dst_str[d];
+        others *= v->dims[d];
+    }
+    int64_t na = ceil_div(da, tb), items = others * na, total = others * da * inner;
+    int64_t want = tasks_for(m, total * (int64_t)es, items), per = ceil_div(items, want);
+    int64_t n_tasks = ceil_div(items, per);
+    base_str s;
+    base_str_init(&s);
+    char pb[256];
+    base_str_printf(&s, "        /* %s: ", what);
+    for (int d = 0; d < r; d++) base_str_printf(&s, "%s%lld", d ? "x" : "", (long long)v->dims[d]);
+    base_str_printf(&s, " elements of %zu bytes, in %lldx%lld tiles along dims %d and %d */\n", es, (long long)tb,
+                    (long long)tb, a, r - 1);
+    base_str_printf(&s, "        const %s *sp = %s", E, c_ptr(e, src, E, pb, sizeof pb));
+    if (v->src_off) base_str_printf(&s, " + %lld", (long long)v->src_off);
+    base_str_printf(&s, ";\n        %s *dp = %s", E, c_ptr(e, dst, E, pb, sizeof pb));
+    if (v->dst_off) base_str_printf(&s, " + %lld", (long long)v->dst_off);
+    base_str_cat(&s, ";\n");
+    emit_range(&s, items, per, n_tasks);
+    base_str_cat(&s, "        for (int64_t it = it0; it < it1; it++) {\n");
+    if (others > 1) {
+        base_str_printf(&s, "            const int64_t ta = it %% %lld;\n            int64_t q = it / %lld;\n",
+                        (long long)na, (long long)na);
+        for (int k = no - 1; k > 0; k--)
+            base_str_printf(&s, "            const int64_t i%d = q %% %lld;\n            q /= %lld;\n", k,
+                            (long long)od[k], (long long)od[k]);
+        base_str_cat(&s, "            const int64_t i0 = q;\n");
+    } else {
+        base_str_cat(&s, "            const int64_t ta = it;\n");
+    }
+    base_str_cat(&s, "            const int64_t so = 0");
+    for (int k = 0; k < no; k++)
+        if (os[k]) base_str_printf(&s, " + i%d * %lld", k, (long long)os[k]);
+    base_str_cat(&s, ", dof = 0");
+    for (int k = 0; k < no; k++)
+        if (ot[k]) base_str_printf(&s, " + i%d * %lld", k, (long long)ot[k]);
+    base_str_cat(&s, ";\n");
+    base_str_printf(&s, "            const int64_t a0 = ta * %lld, a1 = a0 + %lld < %lld ? a0 + %lld : %lld;\n",
+                    (long long)tb, (long long)tb, (long long)da, (long long)tb, (long long)da);
+    base_str_printf(&s, "            for (int64_t jb = 0; jb < %lld; jb += %lld) {\n", (long long)inner, (long long)tb);
+    base_str_printf(&s, "                const int64_t j1 = jb + %lld < %lld ? jb + %lld : %lld;\n", (long long)tb,
+                    (long long)inner, (long long)tb, (long long)inner);
+    base_str_cat(&s, "                for (int64_t ia = a0; ia < a1; ia++)\n");
+    base_str_printf(&s, "                    for (int64_t j = jb; j < j1; j++) dp[dof + ia * %lld + j] = sp[so + ia + j * %lld];\n",
+                    (long long)v->dst_str[a], (long long)v->src_str[r - 1]);
+    base_str_cat(&s, "            }\n        }\n");
+    add_piece(m, &s, n_tasks);
 }
 
 static void piece_copy(move *m, const char *what, const ir_value *src, const ir_value *dst, view *v)
@@ -560,6 +631,13 @@ static void piece_copy(move *m, const char *what, const ir_value *src, const ir_
     int64_t inner = v->dims[r - 1], rows = total / inner;
     int64_t ss = v->src_str[r - 1], ds = v->dst_str[r - 1];
     bool run = ss == 1 && ds == 1;
+    int64_t tb = MOVE_TILE_BYTES / (int64_t)es;
+    if (!run && ds == 1 && ss > 1 && inner >= tb)
+        for (int d = 0; d < r - 1; d++)
+            if (v->src_str[d] == 1 && v->dims[d] >= tb) {
+                piece_tiled(m, what, src, dst, v, r, d, es);
+                return;
+            }
 
     int64_t want = tasks_for(m, total * (int64_t)es, total), nch = 1, cs = inner;
     if (want > rows) {
@@ -622,8 +700,11 @@ static void piece_copy(move *m, const char *what, const ir_value *src, const ir_
         else if (ss != 0) snprintf(sj, sizeof sj, " + j * %lld", (long long)ss);
         if (ds == 1) snprintf(dj, sizeof dj, " + j");
         else if (ds != 0) snprintf(dj, sizeof dj, " + j * %lld", (long long)ds);
-        base_str_printf(&s, "            for (int64_t j = %s; j < %s; j++) dp[0%s%s] = sp[0%s%s];\n", j0, j1, dof, dj, so,
-                        sj);
+        char di[600], si[600];
+        snprintf(di, sizeof di, "%s%s", dof, dj);
+        snprintf(si, sizeof si, "%s%s", so, sj);
+        base_str_printf(&s, "            for (int64_t j = %s; j < %s; j++) dp[%s] = sp[%s];\n", j0, j1,
+                        di[0] ? di + 3 : "0", si[0] ? si + 3 : "0");
     }
     base_str_cat(&s, "        }\n");
     add_piece(m, &s, n_tasks);

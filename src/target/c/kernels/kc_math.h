@@ -79,7 +79,7 @@ static inline float kc_clampf(float x, float lo, float hi)
  * conversion (undefined for NaN) is needed. */
 static inline float kc_expf(float x)
 {
-    const float hi = 88.37f, lo = -87.33f;
+    const float hi = 88.7228394f, lo = -87.33f; /* hi = log(FLT_MAX) */
     float xc = kc_sel(x > hi, hi, x);
     xc = kc_sel(xc < lo, lo, xc);
     const float magic = 12582912.0f; /* 1.5 * 2^23 */
@@ -94,11 +94,13 @@ static inline float kc_expf(float x)
     p = kc_fmaf(p, r, 1.6666665459e-1f);
     p = kc_fmaf(p, r, 5.0000001201e-1f);
     p = kc_fmaf(p, r * r, r) + 1.0f;
-    uint32_t e = (kc_f2u(t) + 127u) << 23; /* (n + 127) in the exponent field */
-    float y = p * kc_u2f(e);
+    /* 2^n in the exponent field; n reaches 128 near hi, which the field
+     * cannot hold, so positive n scale by 2^(n-1) and then by 2 */
+    float s_lo = kc_u2f((kc_f2u(t) + 127u) << 23), s_hi = kc_u2f((kc_f2u(t) + 126u) << 23);
+    float y = kc_sel(n > 0.0f, (p * 2.0f) * s_hi, p * s_lo);
     y = kc_sel(x < lo, 0.0f, y);
-    y = kc_sel(x > 88.7228394f, INFINITY, y);
-    return y;
+    y = kc_sel(x > hi, INFINITY, y);
+    return kc_sel(x == x, y, x); /* NaN in, NaN out */
 }
 
 /* log(x): x = 2^e m, m in [sqrt(1/2), sqrt 2), log(m) by Cephes' degree-9
@@ -189,7 +191,8 @@ static inline float kc_erff(float x)
     float t = fabsf(x);
     float tc = kc_clampf(t, 0.921875f, 3.93f); /* erf rounds to 1 beyond */
     float big = copysignf(1.0f - kc_erfc_tail(tc), x);
-    return kc_sel(t < 0.921875f, kc_erf_small(x), big);
+    float y = kc_sel(t < 0.921875f, kc_erf_small(x), big);
+    return kc_sel(x == x, y, x); /* NaN in, NaN out */
 }
 
 static inline float kc_sigmoidf(float x)
