@@ -60,6 +60,17 @@ KILN_API kiln_status kiln_rt_run(kiln_rt_model *m, const void *const *inputs, vo
  * it is the caller's buffer. NULL when i is out of range or nothing ran. */
 KILN_API const void *kiln_rt_result(const kiln_rt_model *m, int i, kiln_rt_tensor_info *info);
 
+/* Profiling (off by default). While on, every run adds each stage's time to
+ * counters, as the calling thread sees it: the time running its share of
+ * the stage's rTasks, and the time it waited before the stage for the other
+ * threads. kiln_rt_set_profiling resets the counters. */
+KILN_API kiln_status kiln_rt_set_profiling(kiln_rt_model *m, int on);
+KILN_API int kiln_rt_num_stages(const kiln_rt_model *m);
+/* Stage `stage`: its name (the ONNX nodes), rTask count and the seconds
+ * summed over the profiled runs. */
+KILN_API kiln_status kiln_rt_stage_profile(const kiln_rt_model *m, int stage, const char **name, int *n_rtasks,
+                                           double *run_s, double *wait_s);
+
 /* Bytes of the planned activation arena and of the weights. */
 KILN_API size_t kiln_rt_arena_bytes(const kiln_rt_model *m);
 KILN_API size_t kiln_rt_weight_bytes(const kiln_rt_model *m);

@@ -157,7 +157,7 @@ static const char compile_help[] =
 static const char bench_help[] =
     "USAGE\n"
     "  kiln bench MODEL|ARTIFACT [--threads N] [--warmup N] [--iterations N]\n"
-    "             [--shape NAME=D0xD1x...]... [--json]\n"
+    "             [--shape NAME=D0xD1x...]... [--json] [--profile]\n"
     "\n"
     "Times runs of a compiled model on random inputs: compile time (for a MODEL),\n"
     "first-run time, then min / median / p90 / p99 latency over the timed\n"
@@ -167,6 +167,7 @@ static const char bench_help[] =
     "  --warmup N       untimed runs first (default 5)\n"
     "  --iterations N   timed runs (default 50)\n"
     "  --json           one JSON object instead of text\n"
+    "  --profile        then the stages that take the most time (per run)\n"
     "\n";
 
 static const char verify_help[] =
@@ -422,7 +423,7 @@ typedef struct cli_args {
         const char *name, *file;
     } files[64];
     int n_files;
-    bool quiet, check, json;
+    bool quiet, check, json, profile;
     uint64_t seed;
     int threads, warmup, iterations;
 } cli_args;
@@ -464,6 +465,7 @@ static int parse_args(const char *cmd, int argc, char **argv, cli_args *a)
         } else if (strcmp(x, "--quiet") == 0) a->quiet = true;
         else if (strcmp(x, "--check") == 0) a->check = true;
         else if (strcmp(x, "--json") == 0) a->json = true;
+        else if (strcmp(x, "--profile") == 0) a->profile = true;
         else if (x[0] == '-') return usage_error(cmd, "unknown option or missing value '%s'", x);
         else if (!a->path) a->path = x;
         else return usage_error(cmd, "unexpected argument '%s'", x);
@@ -854,6 +856,53 @@ static int cmd_compile(int argc, char **argv)
 
 /* ---- bench -------------------------------------------------------------------------------- */
 
+typedef struct stage_time {
+    int stage;
+    double run, wait;
+} stage_time;
+
+static int by_time_desc(const void *x, const void *y)
+{
+    const stage_time *a = x, *b = y;
+    double ta = a->run + a->wait, tb = b->run + b->wait;
+    return ta < tb ? 1 : ta > tb ? -1 : 0;
+}
+
+/* Runs the benchmark's iterations again with stage profiling and prints the
+ * stages that take the most time. */
+static void print_profile(kiln_rt_model *rm, const cli_args *a, ir_tensor *ins, ir_tensor *outs, base_diag *d)
+{
+    int n = kiln_rt_num_stages(rm);
+    stage_time *t = base_calloc((size_t)n + 1, sizeof(*t));
+    if (!t || kiln_rt_set_profiling(rm, 1) != KILN_OK) {
+        base_free(t);
+        return;
+    }
+    for (int i = 0; i < a->iterations; i++)
+        if (artifact_run(rm, ins, outs, d) != KILN_OK) break;
+    double total = 0;
+    for (int s = 0; s < n; s++) {
+        t[s].stage = s;
+        kiln_rt_stage_profile(rm, s, NULL, NULL, &t[s].run, &t[s].wait);
+        t[s].run /= a->iterations;
+        t[s].wait /= a->iterations;
+        total += t[s].run + t[s].wait;
+    }
+    kiln_rt_set_profiling(rm, 0);
+    qsort(t, (size_t)n, sizeof(*t), by_time_desc);
+    printf("  profile      %d stages, %.3f ms per run as the calling thread sees it; the most expensive:\n", n,
+           total * 1e3);
+    for (int k = 0; k < n && k < 25; k++) {
+        const char *name;
+        int tasks;
+        kiln_rt_stage_profile(rm, t[k].stage, &name, &tasks, NULL, NULL);
+        printf("    %5.1f%%  %8.3f ms run %7.3f ms wait  %5d rTasks  #%d %.90s\n",
+               100 * (t[k].run + t[k].wait) / (total > 0 ? total : 1), t[k].run * 1e3, t[k].wait * 1e3, tasks,
+               t[k].stage, name);
+    }
+    base_free(t);
+}
+
 static int cmp_double(const void *x, const void *y)
 {
     double a = *(const double *)x, b = *(const double *)y;
@@ -910,6 +959,7 @@ static int cmd_bench(int argc, char **argv)
                    1.0 / med, n, peak_mb, (double)kiln_rt_arena_bytes(rm) / 1e6, rep.n_fallback_nodes);
         else {
             printf("bench %s (c target, %d thread%s)\n", a.path, threads, threads == 1 ? "" : "s");
+            if (a.profile) print_profile(rm, &a, ins, outs, &d);
             if (compiled) printf("  compile      %.2f s (%d nodes in fallback segments)\n", rep.seconds_total, rep.n_fallback_nodes);
             printf("  first run    %.3f ms\n  latency      min %.3f  median %.3f  p90 %.3f  p99 %.3f ms (%d runs after %d warm-up)\n"
                    "  throughput   %.1f inferences/s\n  peak memory  %.1f MB resident (arena %.2f MB)\n",

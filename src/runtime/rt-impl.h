@@ -39,6 +39,9 @@ int rt_pool_stage(const rt_pool *p, int veu);
  * (after a failure, so later stages do not compute on garbage). The run
  * still ends normally; the flag resets at the next run. */
 void rt_pool_abort(rt_pool *p);
+/* Profiling: counters (2 per stage: run ns, wait ns, as vEU 0 sees them)
+ * that each run adds to; NULL stops. Not while a run is in progress. */
+void rt_pool_set_profile(rt_pool *p, uint64_t *counters);
 
 /* ---- helpers ---------------------------------------------------------------- */
 

@@ -69,6 +69,7 @@ struct kiln_rt_model {
     kiln_cctx *ctx;         /* per vEU */
     void **io;              /* inputs, then outputs, of the current run */
     ir_tensor *dyn;         /* per output: the last run's tensor when its shape depends on data */
+    uint64_t *profile;      /* NULL, or 2 counters per stage (rt_pool_set_profile) */
     bool ran;
     kiln_host host;
 
@@ -554,6 +555,7 @@ void kiln_rt_free(kiln_rt_model *m)
     base_free(m->ctx);
     base_free(m->io);
     for (int i = 0; m->dyn && i < m->art.desc.n_outputs; i++) ir_tensor_release(&m->dyn[i]);
+    base_free(m->profile);
     base_free(m->dyn);
     base_file_map_close(&m->map);
     rt_artifact_free(&m->art);
@@ -624,3 +626,34 @@ const kiln_rt_tensor_info *kiln_rt_output(const kiln_rt_model *m, int i)
 size_t kiln_rt_arena_bytes(const kiln_rt_model *m) { return m ? (size_t)m->art.desc.arena_bytes : 0; }
 size_t kiln_rt_weight_bytes(const kiln_rt_model *m) { return m ? m->art.desc.weight_bytes : 0; }
 int kiln_rt_num_threads(const kiln_rt_model *m) { return m ? m->n_threads : 0; }
+
+/* ---- profiling ------------------------------------------------------------------------------------ */
+
+kiln_status kiln_rt_set_profiling(kiln_rt_model *m, int on)
+{
+    if (!m) return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_set_profiling: model is NULL");
+    if (atomic_load(&m->running)) return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_set_profiling: a run is in progress");
+    if (on && !m->profile) {
+        m->profile = base_calloc((size_t)m->prog->n_stages * 2 + 2, sizeof(uint64_t));
+        if (!m->profile) return set_error(KILN_ERR_OOM, "kiln_rt_set_profiling: out of memory");
+    } else if (on) {
+        memset(m->profile, 0, ((size_t)m->prog->n_stages * 2 + 2) * sizeof(uint64_t));
+    }
+    rt_pool_set_profile(m->pool, on ? m->profile : NULL);
+    return KILN_OK;
+}
+
+int kiln_rt_num_stages(const kiln_rt_model *m) { return m ? m->prog->n_stages : 0; }
+
+kiln_status kiln_rt_stage_profile(const kiln_rt_model *m, int stage, const char **name, int *n_rtasks, double *run_s,
+                                  double *wait_s)
+{
+    if (!m || stage < 0 || stage >= m->prog->n_stages)
+        return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_stage_profile: no stage %d", stage);
+    const kiln_cstage *st = &m->prog->stages[stage];
+    if (name) *name = st->name ? st->name : "";
+    if (n_rtasks) *n_rtasks = st->n_rtasks;
+    if (run_s) *run_s = m->profile ? (double)m->profile[2 * stage] * 1e-9 : 0;
+    if (wait_s) *wait_s = m->profile ? (double)m->profile[2 * stage + 1] * 1e-9 : 0;
+    return KILN_OK;
+}
