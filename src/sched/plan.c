@@ -7,7 +7,8 @@
  * in one activation arena: each has a lifetime [producing step, last
  * reading step]; values whose lifetimes do not overlap share bytes.
  * Placement is greedy by size (largest first, lowest offset that fits), as
- * TFLite's arena planner does. Constants read by compiled groups are laid
+ * TFLite's arena planner does. An elementwise group writes an output in
+ * place of an input that dies there when their shapes and dtypes agree. Constants read by compiled groups are laid
  * out in the weights blob in order of first use. Fallback segments carry
  * their own constants, so theirs are not placed.
  */
@@ -40,6 +41,13 @@ static int by_size_desc(const void *a, const void *b)
 }
 
 static uint64_t align_up(uint64_t x) { return (x + ALIGN - 1) & ~(uint64_t)(ALIGN - 1); }
+
+/* Bytes of a value: constants carry theirs; inferred values are sized here. */
+static uint64_t value_bytes(const ir_value *v)
+{
+    if (v->is_const) return v->t.nbytes;
+    return v->shape_known ? (uint64_t)ir_numel(&v->t) * ir_dtype_size(v->t.dtype) : 0;
+}
 
 kiln_status sched_plan_memory(const ir_graph *g, sched_program *p, base_arena *a, base_diag *d)
 {
@@ -94,13 +102,42 @@ kiln_status sched_plan_memory(const ir_graph *g, sched_program *p, base_arena *a
             if (v->is_const) {
                 if (grp->kind == SCHED_GROUP_FALLBACK || p->place[v->id].loc != SCHED_LOC_NONE) continue;
                 p->place[v->id] = (sched_place){SCHED_LOC_WEIGHTS, wofs};
-                wofs = align_up(wofs + v->t.nbytes);
+                wofs = align_up(wofs + value_bytes(v));
                 continue;
             }
             int r = root[v->id];
             if (last[r] < s) last[r] = s;
         }
     }
+    /* In place: an elementwise group may write an output over an input of
+     * the same shape and dtype that dies at this group (the generated loop
+     * reads each element before writing it, through one pointer). */
+    for (int s = 0; s < p->n_groups; s++) {
+        const sched_group *grp = p->groups[s];
+        if (grp->kind != SCHED_GROUP_ELEMENTWISE) continue;
+        for (int k = 0; k < grp->n_out; k++) {
+            const ir_value *o = grp->out[k];
+            int ro = root[o->id];
+            if (p->place[o->id].loc != SCHED_LOC_NONE || ro != o->id) continue;
+            for (int j = 0; j < grp->n_in; j++) {
+                const ir_value *v = grp->in[j];
+                if (v->graph != g || v->is_const || p->place[v->id].loc != SCHED_LOC_NONE) continue;
+                int ri = root[v->id];
+                if (ri == ro || last[ri] != s || first[ri] >= s || v->t.dtype != o->t.dtype ||
+                    !ir_same_shape(&v->t, &o->t))
+                    continue;
+                bool taken = false; /* one output per input */
+                for (int q = 0; q < k; q++) taken |= root[grp->out[q]->id] == ri;
+                if (taken) continue;
+                for (int i = 0; i < nv; i++)
+                    if (root[i] == ro) root[i] = ri;
+                if (last[ro] > last[ri]) last[ri] = last[ro];
+                first[ro] = last[ro] = -1;
+                break;
+            }
+        }
+    }
+
     /* every value a group reads was produced by an earlier group */
     for (int s = 0; s < p->n_groups && st == KILN_OK; s++) {
         const sched_group *grp = p->groups[s];
@@ -129,7 +166,8 @@ kiln_status sched_plan_memory(const ir_graph *g, sched_program *p, base_arena *a
         if (root[i] != i || first[i] < 0) continue;
         const ir_value *v = g->values[i];
         if (p->place[i].loc != SCHED_LOC_NONE) continue; /* input/output */
-        iv[n_iv++] = (interval){i, first[i], last[i], align_up(v->t.nbytes ? v->t.nbytes : 1), 0};
+        uint64_t bytes = value_bytes(v);
+        iv[n_iv++] = (interval){i, first[i], last[i], align_up(bytes ? bytes : 1), 0};
     }
     qsort(iv, (size_t)n_iv, sizeof(interval), by_size_desc);
     uint64_t arena = 0;

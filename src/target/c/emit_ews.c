@@ -918,6 +918,12 @@ kiln_status c_emit_elementwise(c_emitter *e, const sched_group *grp)
     }
 
     /* the row's pointers, and operands constant along it */
+    for (int k = 0; k < grp->n_out; k++) {
+        const char *T = c_type(grp->out[k]->t.dtype);
+        base_str_printf(s, "        %s *restrict w%d = q%d", T, k, k);
+        if (rows > 1) base_str_printf(s, " + row * %lld", (long long)inner);
+        base_str_cat(s, ";\n");
+    }
     for (int k = 0; k < w.n_ops; k++) {
         operand *o = &w.ops[k];
         if (!o->used) continue;
@@ -928,6 +934,18 @@ kiln_status c_emit_elementwise(c_emitter *e, const sched_group *grp)
         }
         if (scalar) continue;
         const char *T = c_type(o->v->t.dtype);
+        /* An operand the memory plan put in place of an output is read
+         * through that output's pointer, so the compiler sees one array
+         * (read before write at each element) and still vectorizes. */
+        int same = -1;
+        for (int m = 0; m < grp->n_out && like_out; m++) {
+            const sched_place *po = &e->p->place[grp->out[m]->id], *pi = &e->p->place[o->v->id];
+            if (po->loc == pi->loc && po->offset == pi->offset && grp->out[m]->t.dtype == o->v->t.dtype) same = m;
+        }
+        if (same >= 0) {
+            base_str_printf(s, "        const %s *r%d = w%d;\n", T, k, same);
+            continue;
+        }
         base_str_printf(s, "        const %s *restrict r%d = p%d", T, k, k);
         if (rows > 1 && like_out) {
             base_str_printf(s, " + row * %lld", (long long)inner);
@@ -938,12 +956,6 @@ kiln_status c_emit_elementwise(c_emitter *e, const sched_group *grp)
         }
         base_str_cat(s, ";\n");
         if (o->str[rank - 1] == 0) base_str_printf(s, "        const %s x%d = r%d[0];\n", T, k, k);
-    }
-    for (int k = 0; k < grp->n_out; k++) {
-        const char *T = c_type(grp->out[k]->t.dtype);
-        base_str_printf(s, "        %s *restrict w%d = q%d", T, k, k);
-        if (rows > 1) base_str_printf(s, " + row * %lld", (long long)inner);
-        base_str_cat(s, ";\n");
     }
 
     /* the inner loop */
