@@ -21,13 +21,13 @@ CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes 
 CFLAGS  += $(CFLAGS_BASE) $(OPT) $(SAN)
 LDLIBS  += -lprotobuf-c -lm -lpthread -ldl -lz
 
-SRC      := $(sort $(wildcard src/*/*.c src/target/c/*.c))
+SRC      := $(sort $(wildcard src/*/*.c src/target/c/*.c src/target/cuda/*.c))
 GEN_C    := $(BUILD)/gen/onnx.pb-c.c
 KC_FILES := $(sort $(wildcard src/target/c/kernels/*.c src/target/c/kernels/*.h)) src/runtime/cprog.h
 OBJ      := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o $(BUILD)/obj/gen/kc_sources.o
 LIB      := $(BUILD)/libkiln.a
 TOOLS    := $(BUILD)/kiln
-TESTS    := $(BUILD)/test_unit $(BUILD)/conformance $(BUILD)/roundtrip $(BUILD)/test_kc $(BUILD)/kc_bench
+TESTS    := $(BUILD)/test_unit $(BUILD)/conformance $(BUILD)/roundtrip $(BUILD)/test_ops $(BUILD)/test_kc $(BUILD)/kc_bench
 
 .PHONY: all check asan ubsan fuzz clean tests
 
@@ -72,6 +72,9 @@ $(BUILD)/conformance: $(BUILD)/obj/tests/conformance/conformance.o $(OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/roundtrip: $(BUILD)/obj/tests/conformance/roundtrip.o $(OBJ)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/test_ops: $(BUILD)/obj/tests/ops/test_ops.o $(BUILD)/obj/tests/unit/model_builder.o $(OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # The kernel templates are compiled per model at run time; these build them
@@ -126,4 +129,4 @@ fuzz:
 clean:
 	rm -rf build build-asan build-ubsan build-fuzz
 
--include $(OBJ:.o=.d)
+-include $(OBJ:.o=.d) $(wildcard $(BUILD)/obj/tests/*/*.d $(BUILD)/obj/tools/*.d)

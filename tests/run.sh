@@ -43,6 +43,11 @@ echo "== kernel templates (against double-precision references)"
 grep -E 'FAIL' "$log/kc" | head -20
 count "$log/kc" "kernel tests"
 
+echo "== per-op differential tests: the c target against the interpreter, random shapes and dtypes"
+"$build/test_ops" >"$log/ops" 2>&1
+grep -E 'FAIL' "$log/ops" | head -40
+count "$log/ops" "per-op tests"
+
 echo "== command-line tests"
 "$here/cli/test_cli.sh" "$build" >"$log/cli" 2>&1
 grep -v '^ok ' "$log/cli"

@@ -9,6 +9,7 @@
  * with the same output shape when every other input comes from a group
  * created earlier, which keeps the group order a valid schedule. Nodes the
  * target cannot compile become fallback segments, merged by the same rule.
+ * Nodes whose results nobody reads (ONNX allows them) get no group.
  */
 #include "pass/pass.h"
 
@@ -115,13 +116,14 @@ static bool inputs_before(const builder *b, const ir_node *n, int gi)
     return true;
 }
 
-/* Number of reads of v by nodes outside group gi (graph outputs count). */
+/* Number of reads of v by nodes outside group gi (graph outputs count).
+ * Nodes in no group (dead, or folded into constants) read nothing. */
 static int outside_uses(const builder *b, const ir_graph *g, const ir_value *v, int gi)
 {
     int n_out = v->is_output ? 1 : 0;
     for (int i = 0; i < g->n_nodes; i++) {
         const ir_node *n = g->nodes[i];
-        if (b->group_of[n->id] == gi) continue;
+        if (b->group_of[n->id] == gi || b->group_of[n->id] < 0) continue;
         for (int j = 0; j < n->n_in; j++)
             if (n->in[j] == v) n_out++;
     }
@@ -279,6 +281,43 @@ kiln_status pass_group_epilogue(const sched_group *grp, pass_epilogue *ep, base_
 
 /* ---- the partition ------------------------------------------------------------- */
 
+/* Marks the values of g that subgraph `sub` (and its subgraphs) reads. */
+static void mark_subgraph_reads(const ir_graph *g, const ir_graph *sub, bool *needed)
+{
+    for (int i = 0; i < sub->n_nodes; i++) {
+        const ir_node *n = sub->nodes[i];
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] && n->in[j]->graph == g) needed[n->in[j]->id] = true;
+        for (int a = 0; a < n->n_attrs; a++)
+            if (n->attrs[a].kind == IR_ATTR_GRAPH) mark_subgraph_reads(g, n->attrs[a].g, needed);
+    }
+    for (int i = 0; i < sub->n_outputs; i++)
+        if (sub->outputs[i]->graph == g) needed[sub->outputs[i]->id] = true;
+}
+
+/* live[node id]: some output of the node is a graph output or is read by a
+ * live node. ONNX allows nodes whose results nobody reads; they get no
+ * group, as their outputs get no place to be written to. */
+static kiln_status live_nodes(const ir_graph *g, bool *live)
+{
+    bool *needed = base_calloc((size_t)g->n_values + 1, sizeof(bool));
+    if (!needed) return KILN_ERR_OOM;
+    for (int i = 0; i < g->n_outputs; i++) needed[g->outputs[i]->id] = true;
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        const ir_node *n = g->nodes[i];
+        live[n->id] = false;
+        for (int j = 0; j < n->n_out; j++)
+            if (n->out[j] && needed[n->out[j]->id]) live[n->id] = true;
+        if (!live[n->id]) continue;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] && n->in[j]->graph == g) needed[n->in[j]->id] = true;
+        for (int a = 0; a < n->n_attrs; a++)
+            if (n->attrs[a].kind == IR_ATTR_GRAPH) mark_subgraph_reads(g, n->attrs[a].g, needed);
+    }
+    base_free(needed);
+    return KILN_OK;
+}
+
 static bool all_static(const ir_graph *g)
 {
     for (int i = 0; i < g->n_values; i++)
@@ -367,7 +406,8 @@ kiln_status pass_partition(ir_graph *g, const pass_support *s, sched_program *p,
     builder b = {.p = p, .a = a};
     b.group_of = base_malloc(((size_t)g->n_nodes + 1) * sizeof(int));
     b.value_grp = base_malloc(((size_t)g->n_values + 1) * sizeof(int));
-    if (!b.group_of || !b.value_grp) {
+    bool *live = base_malloc(((size_t)g->n_nodes + 1) * sizeof(bool));
+    if (!b.group_of || !b.value_grp || !live) {
         st = KILN_ERR_OOM;
         goto out;
     }
@@ -376,11 +416,12 @@ kiln_status pass_partition(ir_graph *g, const pass_support *s, sched_program *p,
         b.group_of[i] = -1;
     }
     for (int i = 0; i < g->n_values; i++) b.value_grp[i] = -1;
+    st = live_nodes(g, live);
     bool dynamic = !all_static(g);
 
     for (int i = 0; i < g->n_nodes && st == KILN_OK; i++) {
         ir_node *n = g->nodes[i];
-        if (b.group_of[n->id] >= 0) continue; /* fused already */
+        if (b.group_of[n->id] >= 0 || !live[n->id]) continue; /* fused already, or dead */
         if (n->n_out >= 1 && n->out[0] && n->out[0]->is_const && !(ir_ops[n->op].flags & IR_OPF_RANDOM))
             continue; /* folded by shape inference: its outputs are weights */
         bool fallback = dynamic || n->op == KILN_OP_COUNT || !s->can_compile(n);
@@ -416,6 +457,7 @@ kiln_status pass_partition(ir_graph *g, const pass_support *s, sched_program *p,
     }
 out:
     if (st == KILN_ERR_OOM) base_diag_add(d, st, "out of memory while partitioning the graph");
+    base_free(live);
     base_free(b.group_of);
     base_free(b.value_grp);
     base_free(b.node_caps);

@@ -17,7 +17,8 @@ typedef struct pass_support {
  * the groups live in a). Fuses contraction epilogues
  * (bias, residual, activation, scale) and connected elementwise subgraphs
  * of one shape; nodes the target cannot compile become fallback segments;
- * a graph with values of data-dependent shape becomes one segment. */
+ * a graph with values of data-dependent shape becomes one segment. Nodes
+ * whose results no graph output depends on are left out. */
 kiln_status pass_partition(ir_graph *g, const pass_support *s, sched_program *p, base_arena *a, base_diag *d);
 
 /* Activations a contraction epilogue can apply (the c target's kc_act has

@@ -121,8 +121,11 @@ kiln_status sched_plan_memory(const ir_graph *g, sched_program *p, base_arena *a
             if (p->place[o->id].loc != SCHED_LOC_NONE || ro != o->id) continue;
             for (int j = 0; j < grp->n_in; j++) {
                 const ir_value *v = grp->in[j];
-                if (v->graph != g || v->is_const || p->place[v->id].loc != SCHED_LOC_NONE) continue;
+                if (v->graph != g || v->is_const) continue;
+                /* the root's place: an alias (Reshape...) of a graph input or output has none of its own, but
+                 * writing over it would write into the caller's buffer */
                 int ri = root[v->id];
+                if (p->place[ri].loc != SCHED_LOC_NONE) continue;
                 if (ri == ro || last[ri] != s || first[ri] >= s || v->t.dtype != o->t.dtype ||
                     !ir_same_shape(&v->t, &o->t))
                     continue;

@@ -28,13 +28,68 @@ static bool only_first_output(const ir_node *n)
     return true;
 }
 
+/* A 2-D pool's window geometry, with auto_pad resolved into the leading pads. */
+typedef struct pool_geom {
+    int64_t R, S, sh, sw, dh, dw, pt, pl;
+} pool_geom;
+
+static void pool_geometry(const ir_node *n, pool_geom *g)
+{
+    const ir_tensor *x = &n->in[0]->t, *y = &n->out[0]->t;
+    g->R = attr_ints_at(n, "kernel_shape", 0, 1);
+    g->S = attr_ints_at(n, "kernel_shape", 1, 1);
+    g->sh = attr_ints_at(n, "strides", 0, 1);
+    g->sw = attr_ints_at(n, "strides", 1, 1);
+    g->dh = attr_ints_at(n, "dilations", 0, 1);
+    g->dw = attr_ints_at(n, "dilations", 1, 1);
+    g->pt = attr_ints_at(n, "pads", 0, 0);
+    g->pl = attr_ints_at(n, "pads", 1, 0);
+    const ir_attr *ap = ir_node_attr(n, "auto_pad");
+    if (ap && (strcmp(ap->s, "SAME_UPPER") == 0 || strcmp(ap->s, "SAME_LOWER") == 0)) {
+        int64_t th = (y->dims[2] - 1) * g->sh + (g->R - 1) * g->dh + 1 - x->dims[2];
+        int64_t tw = (y->dims[3] - 1) * g->sw + (g->S - 1) * g->dw + 1 - x->dims[3];
+        if (th < 0) th = 0;
+        if (tw < 0) tw = 0;
+        bool lower = strcmp(ap->s, "SAME_LOWER") == 0;
+        g->pt = lower ? th - th / 2 : th / 2;
+        g->pl = lower ? tw - tw / 2 : tw / 2;
+    } else if (ap && strcmp(ap->s, "VALID") == 0) {
+        g->pt = g->pl = 0;
+    }
+}
+
+/* Whether every one of the `out` windows along a dim reads an input
+ * element. On a window wholly in the padding (pads as large as the kernel,
+ * or a dilated window straddling a short input) kc_pool2d's MaxPool gives
+ * -inf and the interpreter 0, so such MaxPools are left to the interpreter
+ * (AveragePool agrees: 0 / 0, or 0 / the padded count). */
+static bool windows_read_input(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t dil, int64_t pad)
+{
+    for (int64_t o = 0; o < out; o++) {
+        bool hit = false;
+        for (int64_t j = 0; j < k && !hit; j++) {
+            int64_t p = o * stride - pad + j * dil;
+            hit = p >= 0 && p < in;
+        }
+        if (!hit) return false;
+    }
+    return true;
+}
+
 bool c_can_pool(const ir_node *n)
 {
     const ir_value *x = n->in[0];
     if (x->t.dtype != KILN_F32 || x->t.rank != 4 || !only_first_output(n)) return false;
     if (n->op == KILN_OP_AVERAGE_POOL && attr_int(n, "ceil_mode", 0) != 0) return false;
     const ir_attr *ap = ir_node_attr(n, "auto_pad");
-    return !ap || ap->kind == IR_ATTR_STRING;
+    if (ap && ap->kind != IR_ATTR_STRING) return false;
+    const ir_tensor *y = &n->out[0]->t;
+    if (y->rank != 4) return false;
+    if (n->op != KILN_OP_MAX_POOL) return true;
+    pool_geom g;
+    pool_geometry(n, &g);
+    return windows_read_input(x->t.dims[2], y->dims[2], g.R, g.sh, g.dh, g.pt) &&
+           windows_read_input(x->t.dims[3], y->dims[3], g.S, g.sw, g.dw, g.pl);
 }
 
 /* Rows and columns of the [rows, cols] view a row op works on; false when
@@ -79,22 +134,9 @@ kiln_status c_emit_pool(c_emitter *e, const sched_group *grp)
     const ir_node *n = grp->nodes[0];
     const ir_tensor *x = &n->in[0]->t, *y = &n->out[0]->t;
     bool is_max = n->op == KILN_OP_MAX_POOL;
-    int64_t R = attr_ints_at(n, "kernel_shape", 0, 1), S = attr_ints_at(n, "kernel_shape", 1, 1);
-    int64_t sh = attr_ints_at(n, "strides", 0, 1), sw = attr_ints_at(n, "strides", 1, 1);
-    int64_t dh = attr_ints_at(n, "dilations", 0, 1), dw = attr_ints_at(n, "dilations", 1, 1);
-    int64_t pt = attr_ints_at(n, "pads", 0, 0), pl = attr_ints_at(n, "pads", 1, 0);
-    const ir_attr *ap = ir_node_attr(n, "auto_pad");
-    if (ap && (strcmp(ap->s, "SAME_UPPER") == 0 || strcmp(ap->s, "SAME_LOWER") == 0)) {
-        int64_t th = (y->dims[2] - 1) * sh + (R - 1) * dh + 1 - x->dims[2];
-        int64_t tw = (y->dims[3] - 1) * sw + (S - 1) * dw + 1 - x->dims[3];
-        if (th < 0) th = 0;
-        if (tw < 0) tw = 0;
-        bool lower = strcmp(ap->s, "SAME_LOWER") == 0;
-        pt = lower ? th - th / 2 : th / 2;
-        pl = lower ? tw - tw / 2 : tw / 2;
-    } else if (ap && strcmp(ap->s, "VALID") == 0) {
-        pt = pl = 0;
-    }
+    pool_geom pg;
+    pool_geometry(n, &pg);
+    int64_t R = pg.R, S = pg.S, sh = pg.sh, sw = pg.sw, dh = pg.dh, dw = pg.dw, pt = pg.pt, pl = pg.pl;
     int64_t planes = x->dims[0] * x->dims[1];
     int64_t cb = planes / (4 * e->o->n_threads);
     if (cb < 1) cb = 1;

@@ -66,11 +66,11 @@ static inline float kc_sel(int c, float a, float b)
     return kc_u2f((kc_f2u(a) & m) | (kc_f2u(b) & ~m));
 }
 
-/* min(max(x, lo), hi); NaN gives hi. */
+/* min(max(x, lo), hi); NaN stays NaN, as in the reference interpreter. */
 static inline float kc_clampf(float x, float lo, float hi)
 {
-    x = kc_sel(x > lo, x, lo);
-    return kc_sel(x < hi, x, hi);
+    x = kc_sel(x < lo, lo, x);
+    return kc_sel(x > hi, hi, x);
 }
 
 /* e^x: x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 polynomial (Cephes'
@@ -230,7 +230,7 @@ static inline float kc_softplusf(float x)
 static inline float kc_act_apply(int act, float x, float alpha, float beta)
 {
     switch (act) {
-    case KC_ACT_RELU: return kc_sel(x > 0.0f, x, 0.0f);
+    case KC_ACT_RELU: return kc_sel(x < 0.0f, 0.0f, x); /* NaN stays NaN */
     case KC_ACT_CLIP: return kc_clampf(x, alpha, beta);
     case KC_ACT_LEAKY_RELU: return kc_sel(x < 0.0f, alpha * x, x);
     case KC_ACT_SIGMOID: return kc_sigmoidf(x);
