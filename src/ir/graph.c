@@ -94,6 +94,36 @@ const ir_attr *ir_node_attr(const ir_node *n, const char *name)
     return NULL;
 }
 
+int64_t ir_node_attr_int(const ir_node *n, const char *name, int64_t def)
+{
+    const ir_attr *a = ir_node_attr(n, name);
+    return a && a->kind == IR_ATTR_INT ? a->i : def;
+}
+
+double ir_node_attr_float(const ir_node *n, const char *name, double def)
+{
+    const ir_attr *a = ir_node_attr(n, name);
+    return a && a->kind == IR_ATTR_FLOAT ? a->f : def;
+}
+
+const char *ir_node_attr_str(const ir_node *n, const char *name, const char *def)
+{
+    const ir_attr *a = ir_node_attr(n, name);
+    return a && a->kind == IR_ATTR_STRING ? a->s : def;
+}
+
+int64_t ir_node_attr_ints_at(const ir_node *n, const char *name, int i, int64_t def)
+{
+    const ir_attr *a = ir_node_attr(n, name);
+    return a && a->kind == IR_ATTR_INTS && i < a->n ? a->ints[i] : def;
+}
+
+bool ir_node_attr_kind_ok(const ir_node *n, const char *name, ir_attr_kind kind)
+{
+    const ir_attr *a = ir_node_attr(n, name);
+    return !a || a->kind == kind;
+}
+
 const char *ir_attr_kind_name(ir_attr_kind k)
 {
     static const char *const names[IR_ATTR_KIND_COUNT] = {

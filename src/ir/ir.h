@@ -215,6 +215,15 @@ void ir_graph_param_stats(const ir_graph *g, int64_t *n_params, int64_t *n_bytes
 
 /* Attribute lookup: NULL when absent. */
 const ir_attr *ir_node_attr(const ir_node *n, const char *name);
+/* Typed lookups for passes and targets: def when absent or of another kind
+ * (the interpreter has already rejected attributes of the wrong kind). */
+int64_t ir_node_attr_int(const ir_node *n, const char *name, int64_t def);
+double ir_node_attr_float(const ir_node *n, const char *name, double def);
+const char *ir_node_attr_str(const ir_node *n, const char *name, const char *def);
+/* Element i of an ints attribute; def when absent or shorter. */
+int64_t ir_node_attr_ints_at(const ir_node *n, const char *name, int i, int64_t def);
+/* True when the attribute is absent or of this kind. */
+bool ir_node_attr_kind_ok(const ir_node *n, const char *name, ir_attr_kind kind);
 const char *ir_attr_kind_name(ir_attr_kind k);
 /* "node 'conv1' (Conv)" into buf, for messages. */
 const char *ir_node_label(const ir_node *n, char *buf, size_t size);

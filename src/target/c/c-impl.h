@@ -22,6 +22,14 @@ typedef struct c_emitter {
 
 /* C expression for a pointer of C type `ctype` to v's data, into buf. */
 const char *c_ptr(const c_emitter *e, const ir_value *v, const char *ctype, char *buf, size_t n);
+/* Drops dims of size 1 and merges neighbours that every one of the n
+ * stride arrays walks contiguously; returns the new rank (at least 1; a
+ * single element gets stride scalar_stride). */
+int c_collapse(int rank, int64_t *dims, int n, int64_t **str, int64_t scalar_stride);
+/* Pads before the spatial dims for auto_pad SAME_UPPER / SAME_LOWER / VALID
+ * (2-D): pt, pl updated in place; NOTSET leaves them. */
+void c_auto_pads(const ir_node *n, const int64_t *in_hw, const int64_t *out_hw, const int64_t *k_hw,
+                 const int64_t *stride, const int64_t *dil, int64_t *pt, int64_t *pl);
 /* A float as an exact C literal (hex float, INFINITY, NAN), into buf. */
 const char *c_float_lit(double v, char *buf, size_t n);
 /* C element type of a dtype ("float", "int64_t", ...); NULL when the

@@ -47,6 +47,49 @@ const char *c_float_lit(double v, char *buf, size_t n)
     return buf;
 }
 
+int c_collapse(int rank, int64_t *dims, int n, int64_t **str, int64_t scalar_stride)
+{
+    int r = 0;
+    for (int d = 0; d < rank; d++) {
+        if (dims[d] == 1) continue;
+        bool merge = r > 0;
+        for (int k = 0; k < n && merge; k++) merge = str[k][r - 1] == str[k][d] * dims[d];
+        if (merge) {
+            dims[r - 1] *= dims[d];
+            for (int k = 0; k < n; k++) str[k][r - 1] = str[k][d];
+        } else {
+            dims[r] = dims[d];
+            for (int k = 0; k < n; k++) str[k][r] = str[k][d];
+            r++;
+        }
+    }
+    if (r == 0) {
+        dims[0] = 1;
+        for (int k = 0; k < n; k++) str[k][0] = scalar_stride;
+        r = 1;
+    }
+    return r;
+}
+
+void c_auto_pads(const ir_node *n, const int64_t *in_hw, const int64_t *out_hw, const int64_t *k_hw,
+                 const int64_t *stride, const int64_t *dil, int64_t *pt, int64_t *pl)
+{
+    const char *ap = ir_node_attr_str(n, "auto_pad", "NOTSET");
+    if (strcmp(ap, "VALID") == 0) {
+        *pt = *pl = 0;
+        return;
+    }
+    if (strcmp(ap, "SAME_UPPER") != 0 && strcmp(ap, "SAME_LOWER") != 0) return;
+    int64_t total[2];
+    for (int i = 0; i < 2; i++) {
+        total[i] = (out_hw[i] - 1) * stride[i] + (k_hw[i] - 1) * dil[i] + 1 - in_hw[i];
+        if (total[i] < 0) total[i] = 0;
+    }
+    bool lower = strcmp(ap, "SAME_LOWER") == 0;
+    *pt = lower ? total[0] - total[0] / 2 : total[0] / 2;
+    *pl = lower ? total[1] - total[1] / 2 : total[1] / 2;
+}
+
 const char *c_ptr(const c_emitter *e, const ir_value *v, const char *ctype, char *buf, size_t n)
 {
     const sched_place *pl = &e->p->place[v->id];

@@ -22,25 +22,6 @@ static const char *const kc_act_names[PASS_ACT_COUNT] = {
     [PASS_ACT_HARD_SIGMOID] = "KC_ACT_HARD_SIGMOID", [PASS_ACT_SOFTPLUS] = "KC_ACT_SOFTPLUS",
 };
 
-static int64_t attr_int(const ir_node *n, const char *name, int64_t def)
-{
-    const ir_attr *a = ir_node_attr(n, name);
-    return a && a->kind == IR_ATTR_INT ? a->i : def;
-}
-
-static float attr_float(const ir_node *n, const char *name, float def)
-{
-    const ir_attr *a = ir_node_attr(n, name);
-    return a && a->kind == IR_ATTR_FLOAT ? (float)a->f : def;
-}
-
-/* ints attribute element i, or def when absent or short. */
-static int64_t attr_ints_at(const ir_node *n, const char *name, int i, int64_t def)
-{
-    const ir_attr *a = ir_node_attr(n, name);
-    return a && a->kind == IR_ATTR_INTS && i < a->n ? a->ints[i] : def;
-}
-
 static bool is_f32(const ir_value *v) { return v && v->shape_known && v->t.dtype == KILN_F32; }
 
 bool c_can_contract(const ir_node *n)
@@ -59,7 +40,7 @@ bool c_can_contract(const ir_node *n)
         if (n->n_in > 2 && n->in[2]) {
             const ir_value *cv = n->in[2];
             int64_t N = n->out[0]->t.dims[1];
-            if (!cv->is_const || cv->t.dtype != KILN_F32 || attr_float(n, "beta", 1.0f) != 1.0f) return false;
+            if (!cv->is_const || cv->t.dtype != KILN_F32 || ir_node_attr_float(n, "beta", 1.0f) != 1.0f) return false;
             bool per_col = (cv->t.rank == 1 && cv->t.dims[0] == N) || (cv->t.rank == 2 && cv->t.dims[0] == 1 && cv->t.dims[1] == N);
             if (!per_col) return false;
         }
@@ -91,21 +72,12 @@ kiln_status c_emit_conv(c_emitter *e, const sched_group *grp)
     pass_epilogue ep;
     KILN_TRY(pass_group_epilogue(grp, &ep, e->d));
     int64_t H = x->dims[2], W = x->dims[3], R = w->dims[2], S = w->dims[3];
-    int64_t sh = attr_ints_at(n, "strides", 0, 1), sw = attr_ints_at(n, "strides", 1, 1);
-    int64_t dh = attr_ints_at(n, "dilations", 0, 1), dw = attr_ints_at(n, "dilations", 1, 1);
-    int64_t pt = attr_ints_at(n, "pads", 0, 0), pl = attr_ints_at(n, "pads", 1, 0);
+    int64_t sh = ir_node_attr_ints_at(n, "strides", 0, 1), sw = ir_node_attr_ints_at(n, "strides", 1, 1);
+    int64_t dh = ir_node_attr_ints_at(n, "dilations", 0, 1), dw = ir_node_attr_ints_at(n, "dilations", 1, 1);
+    int64_t pt = ir_node_attr_ints_at(n, "pads", 0, 0), pl = ir_node_attr_ints_at(n, "pads", 1, 0);
     int64_t OH = yt->dims[2], OW = yt->dims[3];
-    const ir_attr *ap = ir_node_attr(n, "auto_pad");
-    if (ap && (strcmp(ap->s, "SAME_UPPER") == 0 || strcmp(ap->s, "SAME_LOWER") == 0)) {
-        int64_t th = (OH - 1) * sh + (R - 1) * dh + 1 - H, tw = (OW - 1) * sw + (S - 1) * dw + 1 - W;
-        if (th < 0) th = 0;
-        if (tw < 0) tw = 0;
-        bool lower = strcmp(ap->s, "SAME_LOWER") == 0;
-        pt = lower ? th - th / 2 : th / 2;
-        pl = lower ? tw - tw / 2 : tw / 2;
-    } else if (ap && strcmp(ap->s, "VALID") == 0) {
-        pt = pl = 0;
-    }
+    c_auto_pads(n, (int64_t[]){H, W}, (int64_t[]){OH, OW}, (int64_t[]){R, S}, (int64_t[]){sh, sw},
+                (int64_t[]){dh, dw}, &pt, &pl);
     int id = grp->id, slot = e->n_packed++;
     char buf[200], fa[32], fb[32];
     base_str_printf(&e->decls, "static kc_conv2d P%d;\n", id);
@@ -122,7 +94,7 @@ kiln_status c_emit_conv(c_emitter *e, const sched_group *grp)
                     id, (long long)x->dims[0], (long long)x->dims[1], (long long)H, (long long)W,
                     (long long)yt->dims[1], (long long)OH, (long long)OW, (long long)R, (long long)S, (long long)sh,
                     (long long)sw, (long long)pt, (long long)pl, (long long)dh, (long long)dw,
-                    (long long)attr_int(n, "group", 1), kc_act_names[ep.act], c_float_lit(ep.alpha, fa, sizeof(fa)),
+                    (long long)ir_node_attr_int(n, "group", 1), kc_act_names[ep.act], c_float_lit(ep.alpha, fa, sizeof(fa)),
                     c_float_lit(ep.beta, fb, sizeof(fb)), id, e->o->n_threads, id, id, id, id, slot, id);
     base_str_printf(&e->prep, "    kc_conv2d_pack_w(&P%d, (const float *)(w + %llu), (float *)(pk + packed_ofs[%d]));\n",
                     id, (unsigned long long)e->p->place[n->in[1]->id].offset, slot);
@@ -149,9 +121,9 @@ kiln_status c_emit_gemm(c_emitter *e, const sched_group *grp)
     float alpha = ep.scale;
     int64_t M, N, K, batch = 1, a_bs = 0, b_bs = 0, c_bs = 0;
     if (n->op == KILN_OP_GEMM) {
-        trans_a = (int)attr_int(n, "transA", 0);
-        trans_b = (int)attr_int(n, "transB", 0);
-        alpha *= attr_float(n, "alpha", 1.0f);
+        trans_a = (int)ir_node_attr_int(n, "transA", 0);
+        trans_b = (int)ir_node_attr_int(n, "transB", 0);
+        alpha *= ir_node_attr_float(n, "alpha", 1.0f);
         M = yt->dims[0];
         N = yt->dims[1];
         K = trans_a ? a->dims[0] : a->dims[1];

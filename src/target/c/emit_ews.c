@@ -47,31 +47,6 @@ static bool is_num(kiln_dtype t) { return is_float(t) || is_int(t); }
  * narrower types to int, whose overflow is undefined). */
 static const char *wrap_type(kiln_dtype t) { return ir_dtype_size(t) == 8 ? "uint64_t" : "uint32_t"; }
 
-/* A present attribute must have the kind the code reads. */
-static bool attr_kind_ok(const ir_node *n, const char *name, ir_attr_kind kind)
-{
-    const ir_attr *a = ir_node_attr(n, name);
-    return !a || a->kind == kind;
-}
-
-static double attr_float(const ir_node *n, const char *name, double def)
-{
-    const ir_attr *a = ir_node_attr(n, name);
-    return a && a->kind == IR_ATTR_FLOAT ? a->f : def;
-}
-
-static int64_t attr_int(const ir_node *n, const char *name, int64_t def)
-{
-    const ir_attr *a = ir_node_attr(n, name);
-    return a && a->kind == IR_ATTR_INT ? a->i : def;
-}
-
-static const char *attr_str(const ir_node *n, const char *name, const char *def)
-{
-    const ir_attr *a = ir_node_attr(n, name);
-    return a && a->kind == IR_ATTR_STRING ? a->s : def;
-}
-
 static bool has_in(const ir_node *n, int i) { return i < n->n_in && n->in[i]; }
 
 /* ---- literals ---------------------------------------------------------------------- */
@@ -139,18 +114,18 @@ static bool unary_ok(const ir_node *n, kiln_dtype t)
     }
     switch (op) {
     case KILN_OP_ELU: case KILN_OP_LEAKY_RELU: case KILN_OP_THRESHOLDED_RELU:
-        return attr_kind_ok(n, "alpha", IR_ATTR_FLOAT);
-    case KILN_OP_CELU: return attr_kind_ok(n, "alpha", IR_ATTR_FLOAT) && attr_float(n, "alpha", 1.0) != 0;
-    case KILN_OP_SELU: return attr_kind_ok(n, "alpha", IR_ATTR_FLOAT) && attr_kind_ok(n, "gamma", IR_ATTR_FLOAT);
-    case KILN_OP_HARD_SIGMOID: return attr_kind_ok(n, "alpha", IR_ATTR_FLOAT) && attr_kind_ok(n, "beta", IR_ATTR_FLOAT);
-    case KILN_OP_SHRINK: return attr_kind_ok(n, "bias", IR_ATTR_FLOAT) && attr_kind_ok(n, "lambd", IR_ATTR_FLOAT);
+        return ir_node_attr_kind_ok(n, "alpha", IR_ATTR_FLOAT);
+    case KILN_OP_CELU: return ir_node_attr_kind_ok(n, "alpha", IR_ATTR_FLOAT) && ir_node_attr_float(n, "alpha", 1.0) != 0;
+    case KILN_OP_SELU: return ir_node_attr_kind_ok(n, "alpha", IR_ATTR_FLOAT) && ir_node_attr_kind_ok(n, "gamma", IR_ATTR_FLOAT);
+    case KILN_OP_HARD_SIGMOID: return ir_node_attr_kind_ok(n, "alpha", IR_ATTR_FLOAT) && ir_node_attr_kind_ok(n, "beta", IR_ATTR_FLOAT);
+    case KILN_OP_SHRINK: return ir_node_attr_kind_ok(n, "bias", IR_ATTR_FLOAT) && ir_node_attr_kind_ok(n, "lambd", IR_ATTR_FLOAT);
     case KILN_OP_GELU: {
-        if (!attr_kind_ok(n, "approximate", IR_ATTR_STRING)) return false;
-        const char *a = attr_str(n, "approximate", "none");
+        if (!ir_node_attr_kind_ok(n, "approximate", IR_ATTR_STRING)) return false;
+        const char *a = ir_node_attr_str(n, "approximate", "none");
         return strcmp(a, "none") == 0 || strcmp(a, "tanh") == 0;
     }
     case KILN_OP_IS_INF:
-        return attr_kind_ok(n, "detect_positive", IR_ATTR_INT) && attr_kind_ok(n, "detect_negative", IR_ATTR_INT);
+        return ir_node_attr_kind_ok(n, "detect_positive", IR_ATTR_INT) && ir_node_attr_kind_ok(n, "detect_negative", IR_ATTR_INT);
     default: return true;
     }
 }
@@ -167,15 +142,15 @@ static bool binary_ok(const ir_node *n)
     case KILN_OP_AND: case KILN_OP_OR: case KILN_OP_XOR: return a == KILN_BOOL;
     case KILN_OP_EQUAL: return is_num(a) || a == KILN_BOOL;
     case KILN_OP_BIT_SHIFT: {
-        if (!is_uint(a) || !attr_kind_ok(n, "direction", IR_ATTR_STRING)) return false;
-        const char *dir = attr_str(n, "direction", "");
+        if (!is_uint(a) || !ir_node_attr_kind_ok(n, "direction", IR_ATTR_STRING)) return false;
+        const char *dir = ir_node_attr_str(n, "direction", "");
         return strcmp(dir, "LEFT") == 0 || strcmp(dir, "RIGHT") == 0;
     }
     case KILN_OP_BITWISE_AND: case KILN_OP_BITWISE_OR: case KILN_OP_BITWISE_XOR: return is_int(a);
     case KILN_OP_POW: return is_num(a) && is_num(b);
     case KILN_OP_MOD:
-        if (!attr_kind_ok(n, "fmod", IR_ATTR_INT)) return false;
-        return is_int(a) || (is_float(a) && attr_int(n, "fmod", 0) != 0);
+        if (!ir_node_attr_kind_ok(n, "fmod", IR_ATTR_INT)) return false;
+        return is_int(a) || (is_float(a) && ir_node_attr_int(n, "fmod", 0) != 0);
     default: return is_num(a);
     }
 }
@@ -190,7 +165,7 @@ static bool quant_ok(const ir_node *n)
 {
     const ir_value *x = n->in[0], *scale = n->in[1], *zp = has_in(n, 2) ? n->in[2] : NULL;
     if (!scalar_of(scale, KILN_F32)) return false;
-    if (ir_node_attr(n, "block_size") && attr_int(n, "block_size", 0) != 0) return false;
+    if (ir_node_attr(n, "block_size") && ir_node_attr_int(n, "block_size", 0) != 0) return false;
     kiln_dtype q = n->op == KILN_OP_QUANTIZE_LINEAR ? n->out[0]->t.dtype : x->t.dtype;
     bool range = q == KILN_U8 || q == KILN_I8 || q == KILN_U16 || q == KILN_I16;
     if (zp && !scalar_of(zp, q)) return false;
@@ -224,13 +199,13 @@ bool c_can_elementwise(const ir_node *n)
         return op == KILN_OP_MAX || op == KILN_OP_MIN ? is_num(t) : is_float(t);
     case KILN_OP_CLIP:
         if (n->opset < 11)
-            return is_float(t) && attr_kind_ok(n, "min", IR_ATTR_FLOAT) && attr_kind_ok(n, "max", IR_ATTR_FLOAT);
+            return is_float(t) && ir_node_attr_kind_ok(n, "min", IR_ATTR_FLOAT) && ir_node_attr_kind_ok(n, "max", IR_ATTR_FLOAT);
         for (int i = 1; i < n->n_in; i++)
             if (n->in[i] && !scalar_of(n->in[i], t)) return false;
         return is_num(t);
     case KILN_OP_WHERE:
         return n->n_in == 3 && n->in[1] && n->in[2] && t == KILN_BOOL && n->in[1]->t.dtype == n->in[2]->t.dtype;
-    case KILN_OP_CAST: return attr_kind_ok(n, "to", IR_ATTR_INT) && n->out[0]->t.dtype != KILN_UNDEF;
+    case KILN_OP_CAST: return ir_node_attr_kind_ok(n, "to", IR_ATTR_INT) && n->out[0]->t.dtype != KILN_UNDEF;
     case KILN_OP_CAST_LIKE: return n->n_in == 2 && n->in[1];
     case KILN_OP_QUANTIZE_LINEAR: case KILN_OP_DEQUANTIZE_LINEAR: return n->n_in >= 2 && n->in[1] && quant_ok(n);
     default: return false;
@@ -434,7 +409,7 @@ static bool emit_unary(ews *w, const ir_node *n)
     case KILN_OP_RELU: snprintf(x, sizeof x, "(%s < 0 ? %s : %s)", a, lit_float(0, f32, l1, sizeof l1), a); break;
     case KILN_OP_IS_NAN: snprintf(x, sizeof x, "(uint8_t)(%s != %s)", a, a); break;
     case KILN_OP_IS_INF: {
-        bool pos = attr_int(n, "detect_positive", 1) != 0, neg = attr_int(n, "detect_negative", 1) != 0;
+        bool pos = ir_node_attr_int(n, "detect_positive", 1) != 0, neg = ir_node_attr_int(n, "detect_negative", 1) != 0;
         if (pos && neg) snprintf(x, sizeof x, "(uint8_t)(fabs%s(%s) == INFINITY)", sfx, a);
         else if (pos) snprintf(x, sizeof x, "(uint8_t)(%s == INFINITY)", a);
         else if (neg) snprintf(x, sizeof x, "(uint8_t)(%s == -INFINITY)", a);
@@ -445,15 +420,15 @@ static bool emit_unary(ews *w, const ir_node *n)
         snprintf(x, sizeof x, "%s / (%s + fabs%s(%s))", a, lit_float(1, f32, l1, sizeof l1), sfx, a);
         break;
     case KILN_OP_ELU: {
-        double al = attr_float(n, "alpha", 1.0);
+        double al = ir_node_attr_float(n, "alpha", 1.0);
         snprintf(l2, sizeof l2, "%s * expm1((double)%s)", lit_float(al, false, l1, sizeof l1), a);
         from_double(t, l2, l3, sizeof l3);
         snprintf(x, sizeof x, "(%s < 0 ? %s : %s)", a, l3, a);
         break;
     }
     case KILN_OP_SELU: {
-        double al = attr_float(n, "alpha", 1.67326319217681884765625);
-        double ga = attr_float(n, "gamma", 1.05070102214813232421875);
+        double al = ir_node_attr_float(n, "alpha", 1.67326319217681884765625);
+        double ga = ir_node_attr_float(n, "gamma", 1.05070102214813232421875);
         char g[64], neg[256], pos[256];
         lit_float(ga, false, g, sizeof g);
         snprintf(l2, sizeof l2, "%s * %s * expm1((double)%s)", g, lit_float(al, false, l1, sizeof l1), a);
@@ -464,28 +439,28 @@ static bool emit_unary(ews *w, const ir_node *n)
         break;
     }
     case KILN_OP_CELU:
-        snprintf(l2, sizeof l2, "kx_celu((double)%s, %s)", a, lit_float(attr_float(n, "alpha", 1.0), false, l1, sizeof l1));
+        snprintf(l2, sizeof l2, "kx_celu((double)%s, %s)", a, lit_float(ir_node_attr_float(n, "alpha", 1.0), false, l1, sizeof l1));
         from_double(t, l2, x, sizeof x);
         break;
     case KILN_OP_LEAKY_RELU:
-        snprintf(x, sizeof x, "(%s < 0 ? %s * %s : %s)", a, lit_float(attr_float(n, "alpha", (double)0.01f), f32, l1, sizeof l1),
+        snprintf(x, sizeof x, "(%s < 0 ? %s * %s : %s)", a, lit_float(ir_node_attr_float(n, "alpha", (double)0.01f), f32, l1, sizeof l1),
                  a, a);
         break;
     case KILN_OP_HARD_SIGMOID:
         snprintf(x, sizeof x, "kx_clamp01%s(%s * %s + %s)", sfx,
-                 lit_float(attr_float(n, "alpha", (double)0.2f), f32, l1, sizeof l1), a,
-                 lit_float(attr_float(n, "beta", 0.5), f32, l2, sizeof l2));
+                 lit_float(ir_node_attr_float(n, "alpha", (double)0.2f), f32, l1, sizeof l1), a,
+                 lit_float(ir_node_attr_float(n, "beta", 0.5), f32, l2, sizeof l2));
         break;
     case KILN_OP_HARD_SWISH:
         snprintf(x, sizeof x, "%s * kx_clamp01%s(%s / %s + %s)", a, sfx, a, lit_float(6, f32, l1, sizeof l1),
                  lit_float(0.5, f32, l2, sizeof l2));
         break;
     case KILN_OP_THRESHOLDED_RELU:
-        snprintf(x, sizeof x, "(%s > %s ? %s : %s)", a, lit_float(attr_float(n, "alpha", 1.0), f32, l1, sizeof l1), a,
+        snprintf(x, sizeof x, "(%s > %s ? %s : %s)", a, lit_float(ir_node_attr_float(n, "alpha", 1.0), f32, l1, sizeof l1), a,
                  lit_float(0, f32, l2, sizeof l2));
         break;
     case KILN_OP_SHRINK: {
-        double bias = attr_float(n, "bias", 0.0), lambd = attr_float(n, "lambd", 0.5);
+        double bias = ir_node_attr_float(n, "bias", 0.0), lambd = ir_node_attr_float(n, "lambd", 0.5);
         char lb[64], nl[64];
         lit_float(bias, f32, lb, sizeof lb);
         snprintf(x, sizeof x, "(%s < %s ? %s + %s : %s > %s ? %s - %s : %s)", a, lit_float(-lambd, f32, nl, sizeof nl), a,
@@ -493,7 +468,7 @@ static bool emit_unary(ews *w, const ir_node *n)
         break;
     }
     case KILN_OP_GELU:
-        if (strcmp(attr_str(n, "approximate", "none"), "tanh") == 0) {
+        if (strcmp(ir_node_attr_str(n, "approximate", "none"), "tanh") == 0) {
             if (f32)
                 snprintf(x, sizeof x,
                          "0.5f * %s * (1.0f + kc_tanhf(0.79788456080286536f * (%s + 0.044715f * %s * %s * %s)))", a, a,
@@ -559,7 +534,7 @@ static bool emit_binary(ews *w, const ir_node *n)
     case KILN_OP_MOD:
         if (f) snprintf(x, sizeof x, f32 ? "fmodf(%s, %s)" : "fmod(%s, %s)", a, b);
         else if (uns) snprintf(x, sizeof x, "(%s)kx_umod(%s, %s)", T, a, b);
-        else snprintf(x, sizeof x, "(%s)%s(%s, %s)", T, attr_int(n, "fmod", 0) ? "kx_ifmod" : "kx_imod", a, b);
+        else snprintf(x, sizeof x, "(%s)%s(%s, %s)", T, ir_node_attr_int(n, "fmod", 0) ? "kx_ifmod" : "kx_imod", a, b);
         break;
     case KILN_OP_POW:
         if (f && const_exponent(n->in[1], 2.0)) {
@@ -586,7 +561,7 @@ static bool emit_binary(ews *w, const ir_node *n)
     case KILN_OP_BITWISE_OR: snprintf(x, sizeof x, "(%s)(%s | %s)", T, a, b); break;
     case KILN_OP_BITWISE_XOR: snprintf(x, sizeof x, "(%s)(%s ^ %s)", T, a, b); break;
     case KILN_OP_BIT_SHIFT: {
-        bool left = strcmp(attr_str(n, "direction", ""), "LEFT") == 0;
+        bool left = strcmp(ir_node_attr_str(n, "direction", ""), "LEFT") == 0;
         snprintf(x, sizeof x, "((uint64_t)%s >= %d ? (%s)0 : (%s)((uint64_t)%s %s (uint64_t)%s))", b,
                  (int)(8 * ir_dtype_size(t)), T, T, a, left ? "<<" : ">>", b);
         break;
@@ -721,32 +696,6 @@ static void bcast_strides(const ir_tensor *v, int rank, const int64_t *dims, int
     }
 }
 
-/* Drops dims of size 1 and merges neighbours every stride array walks
- * contiguously; returns the new rank (at least 1). */
-static int collapse(int rank, int64_t *dims, int n, int64_t **str)
-{
-    int r = 0;
-    for (int d = 0; d < rank; d++) {
-        if (dims[d] == 1) continue;
-        bool merge = r > 0;
-        for (int k = 0; k < n && merge; k++) merge = str[k][r - 1] == str[k][d] * dims[d];
-        if (merge) {
-            dims[r - 1] *= dims[d];
-            for (int k = 0; k < n; k++) str[k][r - 1] = str[k][d];
-        } else {
-            dims[r] = dims[d];
-            for (int k = 0; k < n; k++) str[k][r] = str[k][d];
-            r++;
-        }
-    }
-    if (r == 0) {
-        dims[0] = 1;
-        for (int k = 0; k < n; k++) str[k][0] = 0;
-        r = 1;
-    }
-    return r;
-}
-
 /* The group's name, safe inside a C comment. */
 static void cat_comment(base_str *s, const char *name)
 {
@@ -816,7 +765,7 @@ kiln_status c_emit_elementwise(c_emitter *e, const sched_group *grp)
     bcast_strides(shape, rank, dims, out_str);
     strs[n_strs++] = out_str;
     int64_t total = ir_numel(shape);
-    rank = collapse(rank, dims, n_strs, strs);
+    rank = c_collapse(rank, dims, n_strs, strs, 0);
     base_free(strs);
 
     /* rTasks: rows, or chunks of rows */

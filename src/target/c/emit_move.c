@@ -52,24 +52,6 @@ static bool movable(const ir_value *v) { return v && v->shape_known && bits_type
 
 static bool has_in(const ir_node *n, int i) { return i < n->n_in && n->in[i]; }
 
-static int64_t attr_int(const ir_node *n, const char *name, int64_t def)
-{
-    const ir_attr *a = ir_node_attr(n, name);
-    return a && a->kind == IR_ATTR_INT ? a->i : def;
-}
-
-static bool attr_kind_ok(const ir_node *n, const char *name, ir_attr_kind kind)
-{
-    const ir_attr *a = ir_node_attr(n, name);
-    return !a || a->kind == kind;
-}
-
-static const char *attr_str(const ir_node *n, const char *name, const char *def)
-{
-    const ir_attr *a = ir_node_attr(n, name);
-    return a && a->kind == IR_ATTR_STRING ? a->s : def;
-}
-
 /* The integers of a constant scalar or 1-D integer tensor; false when v is
  * not one or holds more than max. */
 static bool const_ints(const ir_value *v, int max, int64_t *out, int *n)
@@ -112,32 +94,6 @@ static void contiguous_strides(int rank, const int64_t *dims, int64_t *str)
         str[d] = s;
         s *= dims[d];
     }
-}
-
-/* Drops dims of size 1 and merges neighbours every stride array walks
- * contiguously; returns the new rank (at least 1). */
-static int collapse(int rank, int64_t *dims, int n, int64_t **str)
-{
-    int r = 0;
-    for (int d = 0; d < rank; d++) {
-        if (dims[d] == 1) continue;
-        bool merge = r > 0;
-        for (int k = 0; k < n && merge; k++) merge = str[k][r - 1] == str[k][d] * dims[d];
-        if (merge) {
-            dims[r - 1] *= dims[d];
-            for (int k = 0; k < n; k++) str[k][r - 1] = str[k][d];
-        } else {
-            dims[r] = dims[d];
-            for (int k = 0; k < n; k++) str[k][r] = str[k][d];
-            r++;
-        }
-    }
-    if (r == 0) {
-        dims[0] = 1;
-        for (int k = 0; k < n; k++) str[k][0] = 1;
-        r = 1;
-    }
-    return r;
 }
 
 /* The bits of value v in dtype t (for fills), as ir_set_f64 stores it. */
@@ -247,8 +203,8 @@ static bool pad_params_of(const ir_node *n, pad_params *pp)
     const ir_tensor *x = &n->in[0]->t, *y = &n->out[0]->t;
     int r = x->rank;
     memset(pp, 0, sizeof(*pp));
-    if (r < 1 || !attr_kind_ok(n, "mode", IR_ATTR_STRING)) return false;
-    const char *mode = attr_str(n, "mode", "constant");
+    if (r < 1 || !ir_node_attr_kind_ok(n, "mode", IR_ATTR_STRING)) return false;
+    const char *mode = ir_node_attr_str(n, "mode", "constant");
     static const char *const modes[] = {"constant", "reflect", "edge", "wrap"};
     pp->mode = -1;
     for (int i = 0; i < 4; i++)
@@ -319,7 +275,7 @@ static bool reduce_axes(const ir_node *n, bool *reduced)
         reduced[d] = true;
     }
     if (na <= 0)
-        for (int d = 0; d < x->rank; d++) reduced[d] = attr_int(n, "noop_with_empty_axes", 0) == 0;
+        for (int d = 0; d < x->rank; d++) reduced[d] = ir_node_attr_int(n, "noop_with_empty_axes", 0) == 0;
     return true;
 }
 
@@ -352,9 +308,9 @@ bool c_can_move(const ir_node *n)
         return true;
     }
     case KILN_OP_CONCAT: {
-        if (!attr_kind_ok(n, "axis", IR_ATTR_INT) || (!ir_node_attr(n, "axis") && n->opset >= 4) || x->rank == 0)
+        if (!ir_node_attr_kind_ok(n, "axis", IR_ATTR_INT) || (!ir_node_attr(n, "axis") && n->opset >= 4) || x->rank == 0)
             return false;
-        int axis = norm_axis(attr_int(n, "axis", 1), x->rank);
+        int axis = norm_axis(ir_node_attr_int(n, "axis", 1), x->rank);
         if (axis < 0 || y->rank != x->rank) return false;
         int64_t sum = 0;
         for (int i = 0; i < n->n_in; i++) {
@@ -366,8 +322,8 @@ bool c_can_move(const ir_node *n)
         return sum == y->dims[axis];
     }
     case KILN_OP_SPLIT: {
-        if (!attr_kind_ok(n, "axis", IR_ATTR_INT) || x->rank == 0) return false;
-        int axis = norm_axis(attr_int(n, "axis", 0), x->rank);
+        if (!ir_node_attr_kind_ok(n, "axis", IR_ATTR_INT) || x->rank == 0) return false;
+        int axis = norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
         if (axis < 0) return false;
         int64_t sum = 0;
         for (int j = 0; j < n->n_out; j++) {
@@ -385,8 +341,8 @@ bool c_can_move(const ir_node *n)
         const ir_value *ind = has_in(n, 1) ? n->in[1] : NULL;
         if (!ind || !ind->shape_known || (ind->t.dtype != KILN_I32 && ind->t.dtype != KILN_I64) || x->rank == 0)
             return false;
-        if (ind->graph != n->graph || !attr_kind_ok(n, "axis", IR_ATTR_INT)) return false;
-        int axis = norm_axis(attr_int(n, "axis", 0), x->rank);
+        if (ind->graph != n->graph || !ir_node_attr_kind_ok(n, "axis", IR_ATTR_INT)) return false;
+        int axis = norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
         if (axis < 0 || y->rank != x->rank - 1 + ind->t.rank) return false;
         int64_t d = x->dims[axis];
         if (d == 0 && ir_numel(&ind->t) > 0) return false;
@@ -418,10 +374,10 @@ bool c_can_move(const ir_node *n)
         return pad_params_of(n, &pp);
     }
     case KILN_OP_DEPTH_TO_SPACE: case KILN_OP_SPACE_TO_DEPTH: {
-        int64_t b = attr_int(n, "blocksize", 0);
-        if (x->rank != 4 || y->rank != 4 || b < 1 || !attr_kind_ok(n, "mode", IR_ATTR_STRING)) return false;
+        int64_t b = ir_node_attr_int(n, "blocksize", 0);
+        if (x->rank != 4 || y->rank != 4 || b < 1 || !ir_node_attr_kind_ok(n, "mode", IR_ATTR_STRING)) return false;
         if (n->op == KILN_OP_DEPTH_TO_SPACE) {
-            const char *mode = attr_str(n, "mode", "DCR");
+            const char *mode = ir_node_attr_str(n, "mode", "DCR");
             if (strcmp(mode, "DCR") != 0 && strcmp(mode, "CRD") != 0) return false;
             return x->dims[1] % (b * b) == 0 && y->dims[1] == x->dims[1] / (b * b) && y->dims[2] == x->dims[2] * b &&
                    y->dims[3] == x->dims[3] * b;
@@ -434,14 +390,14 @@ bool c_can_move(const ir_node *n)
     case KILN_OP_REDUCE_LOG_SUM: {
         bool reduced[IR_MAX_RANK];
         if (x->dtype != KILN_F32 && x->dtype != KILN_F64) return false;
-        if (!attr_kind_ok(n, "keepdims", IR_ATTR_INT) || !attr_kind_ok(n, "noop_with_empty_axes", IR_ATTR_INT))
+        if (!ir_node_attr_kind_ok(n, "keepdims", IR_ATTR_INT) || !ir_node_attr_kind_ok(n, "noop_with_empty_axes", IR_ATTR_INT))
             return false;
         return y->dtype == x->dtype && reduce_axes(n, reduced);
     }
     case KILN_OP_ARG_MAX: case KILN_OP_ARG_MIN: {
         if (!c_type(x->dtype) || y->dtype != KILN_I64 || x->rank == 0) return false;
-        if (!attr_kind_ok(n, "axis", IR_ATTR_INT) || !attr_kind_ok(n, "select_last_index", IR_ATTR_INT)) return false;
-        int axis = norm_axis(attr_int(n, "axis", 0), x->rank);
+        if (!ir_node_attr_kind_ok(n, "axis", IR_ATTR_INT) || !ir_node_attr_kind_ok(n, "select_last_index", IR_ATTR_INT)) return false;
+        int axis = norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
         return axis >= 0 && x->dims[axis] > 0;
     }
     default: return false;
@@ -627,7 +583,7 @@ static void piece_copy(move *m, const char *what, const ir_value *src, const ir_
     int64_t total = ir_dims_numel(v->rank, v->dims);
     if (total == 0) return;
     int64_t *strs[2] = {v->src_str, v->dst_str};
-    int r = collapse(v->rank, v->dims, 2, strs);
+    int r = c_collapse(v->rank, v->dims, 2, strs, 1);
     int64_t inner = v->dims[r - 1], rows = total / inner;
     int64_t ss = v->src_str[r - 1], ds = v->dst_str[r - 1];
     bool run = ss == 1 && ds == 1;
@@ -760,7 +716,7 @@ static void emit_concat(move *m)
 {
     const ir_node *n = m->n;
     const ir_tensor *y = &n->out[0]->t;
-    int axis = norm_axis(attr_int(n, "axis", 1), y->rank);
+    int axis = norm_axis(ir_node_attr_int(n, "axis", 1), y->rank);
     int64_t ostr[IR_MAX_RANK], at = 0;
     contiguous_strides(y->rank, y->dims, ostr);
     for (int i = 0; i < n->n_in; i++) {
@@ -780,7 +736,7 @@ static void emit_split(move *m)
 {
     const ir_node *n = m->n;
     const ir_tensor *x = &n->in[0]->t;
-    int axis = norm_axis(attr_int(n, "axis", 0), x->rank);
+    int axis = norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
     int64_t istr[IR_MAX_RANK], at = 0;
     contiguous_strides(x->rank, x->dims, istr);
     for (int j = 0; j < n->n_out; j++) {
@@ -854,12 +810,12 @@ static void emit_depth_space(move *m)
 {
     const ir_node *n = m->n;
     const ir_tensor *x = &n->in[0]->t;
-    int64_t b = attr_int(n, "blocksize", 1);
+    int64_t b = ir_node_attr_int(n, "blocksize", 1);
     int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3];
     view v = {.rank = 6};
     if (n->op == KILN_OP_DEPTH_TO_SPACE) {
         /* output viewed as [N, C/b^2, H, b, W, b]: (n, oc, h, bh, w, bw) */
-        bool crd = strcmp(attr_str(n, "mode", "DCR"), "CRD") == 0;
+        bool crd = strcmp(ir_node_attr_str(n, "mode", "DCR"), "CRD") == 0;
         int64_t cs = C / (b * b);
         int64_t d[6] = {N, cs, H, b, W, b};
         int64_t s[6] = {C * H * W, crd ? b * b * H * W : H * W, W, crd ? b * H * W : b * cs * H * W, 1,
@@ -883,7 +839,7 @@ static void emit_gather(move *m)
     c_emitter *e = m->e;
     const ir_tensor *x = &n->in[0]->t, *ind = &n->in[1]->t;
     if (!placed(m, n->out[0])) return;
-    int axis = norm_axis(attr_int(n, "axis", 0), x->rank);
+    int axis = norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
     int64_t outer = ir_dims_numel(axis, x->dims), d = x->dims[axis];
     int64_t inner = ir_dims_numel(x->rank - axis - 1, x->dims + axis + 1), n_ind = ir_numel(ind);
     int64_t items = outer * n_ind;
@@ -951,7 +907,7 @@ static void emit_pad(move *m)
     base_str_init(&s);
     char pb[256], fill[64];
     bits_lit(es, pp.fill, fill, sizeof fill);
-    base_str_printf(&s, "        /* pad (%s) */\n", attr_str(n, "mode", "constant"));
+    base_str_printf(&s, "        /* pad (%s) */\n", ir_node_attr_str(n, "mode", "constant"));
     if (ir_numel(x) > 0) base_str_printf(&s, "        const %s *sp = %s;\n", E, c_ptr(e, n->in[0], E, pb, sizeof pb));
     base_str_printf(&s, "        %s *dp = %s;\n", E, c_ptr(e, n->out[0], E, pb, sizeof pb));
     emit_range(&s, rows, per, n_tasks);
@@ -1094,11 +1050,11 @@ static void emit_arg(move *m)
     c_emitter *e = m->e;
     const ir_tensor *x = &n->in[0]->t;
     if (!placed(m, n->out[0])) return;
-    int axis = norm_axis(attr_int(n, "axis", 0), x->rank);
+    int axis = norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
     int64_t outer = ir_dims_numel(axis, x->dims), len = x->dims[axis];
     int64_t inner = ir_dims_numel(x->rank - axis - 1, x->dims + axis + 1), outs = outer * inner;
     if (outs == 0) return;
-    bool is_max = n->op == KILN_OP_ARG_MAX, last = attr_int(n, "select_last_index", 0) != 0;
+    bool is_max = n->op == KILN_OP_ARG_MAX, last = ir_node_attr_int(n, "select_last_index", 0) != 0;
     bool f = x->dtype == KILN_F32 || x->dtype == KILN_F64;
     const char *T = c_type(x->dtype);
     int64_t n_tasks = tasks_for(m, ir_numel(x) * (int64_t)ir_dtype_size(x->dtype), outs), per = ceil_div(outs, n_tasks);

@@ -9,18 +9,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static int64_t attr_int(const ir_node *n, const char *name, int64_t def)
-{
-    const ir_attr *a = ir_node_attr(n, name);
-    return a && a->kind == IR_ATTR_INT ? a->i : def;
-}
-
-static int64_t attr_ints_at(const ir_node *n, const char *name, int i, int64_t def)
-{
-    const ir_attr *a = ir_node_attr(n, name);
-    return a && a->kind == IR_ATTR_INTS && i < a->n ? a->ints[i] : def;
-}
-
 static bool only_first_output(const ir_node *n)
 {
     for (int j = 1; j < n->n_out; j++)
@@ -36,26 +24,16 @@ typedef struct pool_geom {
 static void pool_geometry(const ir_node *n, pool_geom *g)
 {
     const ir_tensor *x = &n->in[0]->t, *y = &n->out[0]->t;
-    g->R = attr_ints_at(n, "kernel_shape", 0, 1);
-    g->S = attr_ints_at(n, "kernel_shape", 1, 1);
-    g->sh = attr_ints_at(n, "strides", 0, 1);
-    g->sw = attr_ints_at(n, "strides", 1, 1);
-    g->dh = attr_ints_at(n, "dilations", 0, 1);
-    g->dw = attr_ints_at(n, "dilations", 1, 1);
-    g->pt = attr_ints_at(n, "pads", 0, 0);
-    g->pl = attr_ints_at(n, "pads", 1, 0);
-    const ir_attr *ap = ir_node_attr(n, "auto_pad");
-    if (ap && (strcmp(ap->s, "SAME_UPPER") == 0 || strcmp(ap->s, "SAME_LOWER") == 0)) {
-        int64_t th = (y->dims[2] - 1) * g->sh + (g->R - 1) * g->dh + 1 - x->dims[2];
-        int64_t tw = (y->dims[3] - 1) * g->sw + (g->S - 1) * g->dw + 1 - x->dims[3];
-        if (th < 0) th = 0;
-        if (tw < 0) tw = 0;
-        bool lower = strcmp(ap->s, "SAME_LOWER") == 0;
-        g->pt = lower ? th - th / 2 : th / 2;
-        g->pl = lower ? tw - tw / 2 : tw / 2;
-    } else if (ap && strcmp(ap->s, "VALID") == 0) {
-        g->pt = g->pl = 0;
-    }
+    g->R = ir_node_attr_ints_at(n, "kernel_shape", 0, 1);
+    g->S = ir_node_attr_ints_at(n, "kernel_shape", 1, 1);
+    g->sh = ir_node_attr_ints_at(n, "strides", 0, 1);
+    g->sw = ir_node_attr_ints_at(n, "strides", 1, 1);
+    g->dh = ir_node_attr_ints_at(n, "dilations", 0, 1);
+    g->dw = ir_node_attr_ints_at(n, "dilations", 1, 1);
+    g->pt = ir_node_attr_ints_at(n, "pads", 0, 0);
+    g->pl = ir_node_attr_ints_at(n, "pads", 1, 0);
+    c_auto_pads(n, x->dims + 2, y->dims + 2, (int64_t[]){g->R, g->S}, (int64_t[]){g->sh, g->sw},
+                (int64_t[]){g->dh, g->dw}, &g->pt, &g->pl);
 }
 
 /* Whether every one of the `out` windows along a dim reads an input
@@ -80,7 +58,7 @@ bool c_can_pool(const ir_node *n)
 {
     const ir_value *x = n->in[0];
     if (x->t.dtype != KILN_F32 || x->t.rank != 4 || !only_first_output(n)) return false;
-    if (n->op == KILN_OP_AVERAGE_POOL && attr_int(n, "ceil_mode", 0) != 0) return false;
+    if (n->op == KILN_OP_AVERAGE_POOL && ir_node_attr_int(n, "ceil_mode", 0) != 0) return false;
     const ir_attr *ap = ir_node_attr(n, "auto_pad");
     if (ap && ap->kind != IR_ATTR_STRING) return false;
     const ir_tensor *y = &n->out[0]->t;
@@ -105,8 +83,8 @@ static bool row_view(const ir_node *n, int64_t *rows, int64_t *cols)
         *cols = ir_dims_numel(r - 2, x->dims + 2);
         return true;
     }
-    if (n->op == KILN_OP_LAYER_NORMALIZATION) axis = attr_int(n, "axis", -1);
-    else axis = attr_int(n, "axis", n->opset < 13 ? 1 : -1);
+    if (n->op == KILN_OP_LAYER_NORMALIZATION) axis = ir_node_attr_int(n, "axis", -1);
+    else axis = ir_node_attr_int(n, "axis", n->opset < 13 ? 1 : -1);
     if (axis < 0) axis += r;
     if (axis < 0 || axis > r || (r > 0 && axis == r)) return false;
     /* Softmax-13 works along one axis: only the last one is a row view */
@@ -150,7 +128,7 @@ kiln_status c_emit_pool(c_emitter *e, const sched_group *grp)
                     id, is_max ? "KC_POOL_MAX" : "KC_POOL_AVG", (long long)x->dims[0], (long long)x->dims[1],
                     (long long)x->dims[2], (long long)x->dims[3], (long long)y->dims[2], (long long)y->dims[3],
                     (long long)R, (long long)S, (long long)sh, (long long)sw, (long long)pt, (long long)pl,
-                    (long long)dh, (long long)dw, (int)attr_int(n, "count_include_pad", 0), (long long)cb);
+                    (long long)dh, (long long)dw, (int)ir_node_attr_int(n, "count_include_pad", 0), (long long)cb);
     base_str_printf(&e->init, "    stages[%d].n_rtasks = (int)kc_pool2d_rtasks(&Q%d);\n", id, id);
     base_str_printf(&e->ops, "/* group %d (pool): %s */\nstatic void op_%d(const kiln_cctx *c, int t)\n{\n"
                              "    kc_pool2d p = Q%d;\n",
