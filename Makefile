@@ -27,7 +27,8 @@ KC_FILES := $(sort $(wildcard src/target/c/kernels/*.c src/target/c/kernels/*.h)
 OBJ      := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o $(BUILD)/obj/gen/kc_sources.o
 LIB      := $(BUILD)/libkiln.a
 TOOLS    := $(BUILD)/kiln
-TESTS    := $(BUILD)/test_unit $(BUILD)/conformance $(BUILD)/roundtrip $(BUILD)/test_ops $(BUILD)/test_kc $(BUILD)/kc_bench
+TESTS    := $(BUILD)/test_unit $(BUILD)/conformance $(BUILD)/roundtrip $(BUILD)/test_ops $(BUILD)/test_kc $(BUILD)/kc_bench \
+            $(BUILD)/gpu_smoke
 
 .PHONY: all check asan ubsan fuzz clean tests
 
@@ -68,11 +69,16 @@ $(BUILD)/kiln: $(BUILD)/obj/tools/kiln.o $(OBJ)
 $(BUILD)/test_unit: $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/unit/*.c)) $(OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/conformance: $(BUILD)/obj/tests/conformance/conformance.o $(OBJ)
+$(BUILD)/conformance: $(BUILD)/obj/tests/conformance/conformance.o $(BUILD)/obj/tests/conformance/cases.o $(OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/roundtrip: $(BUILD)/obj/tests/conformance/roundtrip.o $(OBJ)
+$(BUILD)/roundtrip: $(BUILD)/obj/tests/conformance/roundtrip.o $(BUILD)/obj/tests/conformance/cases.o $(OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# The CUDA smoke test, for a GPU machine (tests/gpu/smoke.c says what it
+# checks); built from the library archive so it needs only libc and libdl.
+$(BUILD)/gpu_smoke: $(BUILD)/obj/tests/gpu/smoke.o $(LIB)
+	$(CC) $(CFLAGS) $^ -o $@ -lm -lpthread -ldl
 
 $(BUILD)/test_ops: $(BUILD)/obj/tests/ops/test_ops.o $(BUILD)/obj/tests/unit/model_builder.o $(OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)

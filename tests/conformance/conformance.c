@@ -20,6 +20,7 @@
 #include "ir/interp.h"
 #include "kiln_rt.h"
 #include "onnx/onnx.h"
+#include "cases.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -48,32 +49,6 @@ typedef struct xfail {
 } xfail;
 static xfail *xfails;
 static int n_xfails;
-
-static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* Sorted subdirectory names of dir (malloc'd). */
-static int list_dirs(const char *dir, const char *prefix, char ***out)
-{
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int n = 0, cap = 64;
-    char **names = malloc((size_t)cap * sizeof(char *));
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.') continue;
-        if (prefix && strncmp(de->d_name, prefix, strlen(prefix)) != 0) continue;
-        char path[4096];
-        struct stat st;
-        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-        if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-        if (n == cap) names = realloc(names, (size_t)(cap *= 2) * sizeof(char *));
-        names[n++] = strdup(de->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof(char *), cmp_names);
-    *out = names;
-    return n;
-}
 
 static bool close_enough(double got, double want)
 {
@@ -115,18 +90,6 @@ static bool compare(const ir_tensor *got, const ir_tensor *want, char *why, size
                  (long long)total, (long long)first, (long long)ir_get_i64(got, first),
                  (long long)ir_get_i64(want, first));
     return false;
-}
-
-static int read_set(const char *dir, const char *kind, ir_tensor *ts, int max, base_diag *d)
-{
-    int n = 0;
-    for (; n < max; n++) {
-        char path[4096];
-        snprintf(path, sizeof(path), "%s/%s_%d.pb", dir, kind, n);
-        if (access(path, R_OK) != 0) break;
-        if (onnx_read_tensor_file(path, &ts[n], NULL, d) != KILN_OK) return -1;
-    }
-    return n;
 }
 
 /* Compiles g (input shapes bound, shapes inferred) for the c target and
@@ -184,7 +147,7 @@ static int run_case(const char *case_dir, char *why, size_t n)
     }
     ir_graph *g = m->graph;
     char **sets;
-    int n_sets = list_dirs(case_dir, "test_data_set_", &sets);
+    int n_sets = cases_list_dirs(case_dir, "test_data_set_", &sets);
     if (n_sets <= 0) {
         snprintf(why, n, "no test_data_set_* folders");
         goto out;
@@ -194,8 +157,8 @@ static int run_case(const char *case_dir, char *why, size_t n)
         char sdir[4096];
         snprintf(sdir, sizeof(sdir), "%s/%s", case_dir, sets[s]);
         ir_tensor ins[MAX_IO] = {{0}}, want[MAX_IO] = {{0}}, got[MAX_IO] = {{0}};
-        int n_in = read_set(sdir, "input", ins, MAX_IO, &d);
-        int n_want = read_set(sdir, "output", want, MAX_IO, &d);
+        int n_in = cases_read_set(sdir, "input", ins, MAX_IO, &d);
+        int n_want = cases_read_set(sdir, "output", want, MAX_IO, &d);
         if (n_in < 0 || n_want < 0) {
             snprintf(why, n, "reading test data: %s", base_diag_text(&d));
             rc = 1;
@@ -285,38 +248,6 @@ out:
     return rc;
 }
 
-/* Runs a case in a child with a time limit; 0 pass, 1 fail. */
-static int run_isolated(const char *case_dir, char *why, size_t n)
-{
-    int fds[2];
-    if (pipe(fds) != 0) return run_case(case_dir, why, n);
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fds[0]);
-        alarm((unsigned)timeout_s);
-        char buf[4096] = {0};
-        int rc = run_case(case_dir, buf, sizeof(buf));
-        ssize_t w = write(fds[1], buf, strlen(buf));
-        (void)w;
-        _exit(rc);
-    }
-    close(fds[1]);
-    size_t got = 0;
-    ssize_t r;
-    while (got + 1 < n && (r = read(fds[0], why + got, n - 1 - got)) > 0) got += (size_t)r;
-    why[got] = 0;
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (WIFSIGNALED(status)) {
-        snprintf(why, n, WTERMSIG(status) == SIGALRM ? "timed out after %d s" : "crashed (signal %d)",
-                 WTERMSIG(status) == SIGALRM ? timeout_s : WTERMSIG(status));
-        return 1;
-    }
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
-}
-
 static xfail *find_xfail(const char *key)
 {
     for (int i = 0; i < n_xfails; i++)
@@ -387,7 +318,7 @@ int main(int argc, char **argv)
     int total_pass = 0, total_fail = 0, total_xfail = 0, total_xpass = 0;
     for (int k = 0; k < n_dirs; k++) {
         char **cases;
-        int n = list_dirs(dirs[k], NULL, &cases);
+        int n = cases_list_dirs(dirs[k], NULL, &cases);
         if (n < 0) {
             fprintf(stderr, "conformance: cannot read %s\n", dirs[k]);
             return 2;
@@ -401,7 +332,7 @@ int main(int argc, char **argv)
             snprintf(cdir, sizeof(cdir), "%s/%s", dirs[k], cases[i]);
             snprintf(key, sizeof(key), "%s/%s", folder, cases[i]);
             ran++;
-            int rc = run_isolated(cdir, why, sizeof(why));
+            int rc = cases_run_isolated(run_case, cdir, timeout_s, 1, why, sizeof(why));
             xfail *x = find_xfail(key);
             if (x) x->hit = 1;
             if (rc == 0 && !x) {

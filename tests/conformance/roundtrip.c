@@ -21,6 +21,7 @@
  */
 #include "ir/interp.h"
 #include "onnx/onnx.h"
+#include "cases.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -38,43 +39,6 @@ enum { CASE_PASS = 0, CASE_FAIL = 1, CASE_SKIP = 2 };
 static int verbose;
 static int timeout_s = 120;
 static const char *filter;
-
-static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* Sorted subdirectory names of dir (malloc'd). */
-static int list_dirs(const char *dir, char ***out)
-{
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int n = 0, cap = 64;
-    char **names = malloc((size_t)cap * sizeof(char *));
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.') continue;
-        char path[4096];
-        struct stat st;
-        snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-        if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) continue;
-        if (n == cap) names = realloc(names, (size_t)(cap *= 2) * sizeof(char *));
-        names[n++] = strdup(de->d_name);
-    }
-    closedir(d);
-    qsort(names, (size_t)n, sizeof(char *), cmp_names);
-    *out = names;
-    return n;
-}
-
-static int read_inputs(const char *dir, ir_tensor *ts, int max, base_diag *d)
-{
-    int n = 0;
-    for (; n < max; n++) {
-        char path[4160];
-        snprintf(path, sizeof(path), "%s/input_%d.pb", dir, n);
-        if (access(path, R_OK) != 0) break;
-        if (onnx_read_tensor_file(path, &ts[n], NULL, d) != KILN_OK) return -1;
-    }
-    return n;
-}
 
 /* Binds the inputs' shapes, infers and runs g. 0 on success. */
 static int bind_infer_run(ir_graph *g, const ir_tensor *ins, ir_tensor *outs, base_diag *d)
@@ -258,7 +222,7 @@ static int run_case(const char *case_dir, char *why, size_t n)
         goto out;
     }
     ir_graph *g = m->graph;
-    n_in = read_inputs(sdir, ins, MAX_IO, &d);
+    n_in = cases_read_set(sdir, "input", ins, MAX_IO, &d);
     if (n_in != g->n_inputs || g->n_outputs > MAX_IO) {
         snprintf(why, n, "test data: %d inputs for %d graph inputs %s", n_in, g->n_inputs, base_diag_text(&d));
         goto out;
@@ -325,38 +289,6 @@ out:
     return rc;
 }
 
-/* Runs a case in a child with a time limit. */
-static int run_isolated(const char *case_dir, char *why, size_t n)
-{
-    int fds[2];
-    if (pipe(fds) != 0) return run_case(case_dir, why, n);
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fds[0]);
-        alarm((unsigned)timeout_s);
-        char buf[4096] = {0};
-        int rc = run_case(case_dir, buf, sizeof(buf));
-        ssize_t w = write(fds[1], buf, strlen(buf));
-        (void)w;
-        _exit(rc);
-    }
-    close(fds[1]);
-    size_t got = 0;
-    ssize_t r;
-    while (got + 1 < n && (r = read(fds[0], why + got, n - 1 - got)) > 0) got += (size_t)r;
-    why[got] = 0;
-    close(fds[0]);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (WIFSIGNALED(status)) {
-        snprintf(why, n, WTERMSIG(status) == SIGALRM ? "timed out after %d s" : "crashed (signal %d)",
-                 WTERMSIG(status) == SIGALRM ? timeout_s : WTERMSIG(status));
-        return CASE_FAIL;
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : CASE_FAIL;
-}
-
 static void usage(FILE *f)
 {
     fprintf(f, "usage: roundtrip [--filter SUBSTR] [--verbose] [--timeout SECONDS] DIR...\n"
@@ -387,7 +319,7 @@ int main(int argc, char **argv)
     int total_pass = 0, total_fail = 0, total_skip = 0;
     for (int k = 0; k < n_dirs; k++) {
         char **cases;
-        int n = list_dirs(dirs[k], &cases);
+        int n = cases_list_dirs(dirs[k], NULL, &cases);
         if (n < 0) {
             fprintf(stderr, "roundtrip: cannot read %s\n", dirs[k]);
             return 2;
@@ -399,7 +331,7 @@ int main(int argc, char **argv)
             if (filter && !strstr(cases[i], filter)) continue;
             char cdir[4096], why[4096];
             snprintf(cdir, sizeof(cdir), "%s/%s", dirs[k], cases[i]);
-            int rc = run_isolated(cdir, why, sizeof(why));
+            int rc = cases_run_isolated(run_case, cdir, timeout_s, CASE_FAIL, why, sizeof(why));
             if (rc == CASE_PASS) {
                 pass++;
                 if (verbose) printf("PASS  %s/%s\n", folder, cases[i]);
