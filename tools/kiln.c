@@ -7,6 +7,7 @@
  *   kiln bench MODEL|ARTIFACT   latency and throughput
  *   kiln verify MODEL           compiled code against the reference interpreter
  *   kiln ops                    the supported-op table
+ *   kiln devices                the CUDA GPUs
  *
  * `kiln help COMMAND` or `kiln COMMAND --help` explains each. The library
  * never prints; this file does all the printing.
@@ -18,6 +19,7 @@
 #include "kiln_rt.h"
 #include "ir/interp.h"
 #include "onnx/onnx.h"
+#include "runtime/cuda.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -91,6 +93,7 @@ static const char main_help[] =
     "  verify MODEL    compile, run on random inputs, compare every output with the\n"
     "                  reference interpreter\n"
     "  ops             the table of supported ops\n"
+    "  devices         the CUDA GPUs this machine has\n"
     "  help [COMMAND]  this text, or a command's\n"
     "\n"
     "OPTIONS\n"
@@ -188,6 +191,15 @@ static const char ops_help[] =
     "whether the reference interpreter implements it.\n"
     "\n";
 
+static const char devices_help[] =
+    "USAGE\n"
+    "  kiln devices\n"
+    "\n"
+    "Lists the CUDA GPUs kiln can use: name, compute capability, multiprocessors,\n"
+    "memory and the driver's CUDA version. The driver is loaded at run time\n"
+    "(libcuda.so.1); without it, or without a GPU, says why and exits with 7.\n"
+    "\n";
+
 static int print_help(const char *cmd)
 {
     if (!cmd) printf("%s%s", main_help, exit_codes_text);
@@ -197,6 +209,7 @@ static int print_help(const char *cmd)
     else if (strcmp(cmd, "bench") == 0) printf("%s%s", bench_help, exit_codes_text);
     else if (strcmp(cmd, "verify") == 0) printf("%s%s", verify_help, exit_codes_text);
     else if (strcmp(cmd, "ops") == 0) printf("%s", ops_help);
+    else if (strcmp(cmd, "devices") == 0) printf("%s%s", devices_help, exit_codes_text);
     else {
         fprintf(stderr, "kiln help: unknown command '%s'\n", cmd);
         return 1;
@@ -1052,6 +1065,37 @@ static int cmd_ops(int argc, char **argv)
     return 0;
 }
 
+/* ---- devices -------------------------------------------------------------------------------- */
+
+static int cmd_devices(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++) {
+        if (is_help(argv[i])) return print_help("devices");
+        return usage_error("devices", "unexpected argument '%s'", argv[i]);
+    }
+    base_diag d;
+    base_diag_init(&d);
+    kiln_status st = rt_cuda_open(&d);
+    if (st != KILN_OK) {
+        fprintf(stderr, "no CUDA device (%s)\n", base_diag_text(&d));
+        base_diag_free(&d);
+        return exit_code(st);
+    }
+    int n = rt_cuda_device_count();
+    for (int i = 0; i < n && st == KILN_OK; i++) {
+        rt_cuda_device info;
+        st = rt_cuda_device_info(i, &info, &d);
+        if (st != KILN_OK) break;
+        printf("%d: %s, compute capability %d.%d, %d SMs, %.1f GiB, %d KiB shared memory per block, "
+               "driver CUDA %d.%d\n",
+               i, info.name, info.sm_major, info.sm_minor, info.n_sms, (double)info.mem_bytes / (1u << 30),
+               info.smem_per_block_optin_bytes / 1024, info.driver_version / 1000, info.driver_version % 1000 / 10);
+    }
+    int rc = st == KILN_OK ? 0 : fail(st, &d, "devices");
+    base_diag_free(&d);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) return print_help(NULL) == 0 ? 1 : 1;
@@ -1068,6 +1112,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
     if (strcmp(cmd, "verify") == 0) return cmd_verify(argc - 2, argv + 2);
     if (strcmp(cmd, "ops") == 0) return cmd_ops(argc - 2, argv + 2);
+    if (strcmp(cmd, "devices") == 0) return cmd_devices(argc - 2, argv + 2);
     fprintf(stderr, "kiln: unknown command '%s' (see 'kiln --help')\n", cmd);
     return 1;
 }

@@ -38,6 +38,11 @@ expect version 0 "kiln " -- "$kiln" --version
 expect unknown_command 1 "unknown command 'frobnicate'" -- "$kiln" frobnicate
 expect unknown_option 1 "unknown option" -- "$kiln" run --bogus
 expect ops_table 0 "Conv" -- "$kiln" ops
+if [ -e /dev/nvidia0 ] || ldconfig -p 2>/dev/null | grep -q libcuda.so.1; then
+    expect devices 0 "compute capability" -- "$kiln" devices
+else
+    expect devices_without_gpu 7 "no CUDA device" -- "$kiln" devices
+fi
 expect embedded_model 0 "probs" -- "$kiln" run
 expect embedded_model_checks_itself 0 "pass  max abs err" -- "$kiln" run
 expect help_compile 0 "--emit-source DIR" -- "$kiln" compile --help

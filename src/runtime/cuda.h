@@ -1,0 +1,218 @@
+/*
+ * cuda.h: the CUDA driver API, opened with dlopen at first use, so the same
+ * kiln binary runs on machines without a GPU, a driver or the toolkit.
+ *
+ *     base_diag d;
+ *     base_diag_init(&d);
+ *     rt_cuda_ctx ctx;
+ *     CUmodule mod;
+ *     CUfunction fn;
+ *     kiln_status st = rt_cuda_ctx_init(0, &ctx, &d);    // opens the driver too
+ *     if (st == KILN_OK) st = rt_cuda_module_load(cubin, n_cubin, &mod, &d);
+ *     if (st == KILN_OK) st = rt_cuda_module_function(mod, "vadd", &fn, &d);
+ *     if (st == KILN_OK) st = rt_cuda_launch(fn, n_blocks, 256, 0, stream, args, &d);
+ *     if (st != KILN_OK) fprintf(stderr, "%s\n", base_diag_text(&d));
+ *
+ * The wrappers cover what the runtime needs; anything else goes through the
+ * function table rt_cuda_api() with KILN_CU_CHECK around each call. Every
+ * failure becomes a kiln_status plus a message naming the call, file and line:
+ * out of device memory is KILN_ERR_OOM, a missing driver or device
+ * KILN_ERR_NO_DEVICE.
+ *
+ * The types below are the driver API's, written here instead of including
+ * the toolkit's cuda.h (which a machine running kiln need not have). They
+ * are the driver's stable ABI: handles are opaque pointers, enums are ints,
+ * and the values are copied from cuda.h (CUDA 13.0). Do not include the
+ * toolkit's cuda.h in the same file.
+ */
+#ifndef KILN_RUNTIME_CUDA_H
+#define KILN_RUNTIME_CUDA_H
+
+#include "base/base.h"
+
+/* ---- the driver API's types (from cuda.h) --------------------------------- */
+
+typedef int CUresult; /* enum cudaError_enum */
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr; /* CUdeviceptr_v2: 64-bit device addresses */
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
+
+enum {
+    CUDA_SUCCESS = 0,
+    CUDA_ERROR_INVALID_VALUE = 1,
+    CUDA_ERROR_OUT_OF_MEMORY = 2,
+    CUDA_ERROR_STUB_LIBRARY = 34,
+    CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER = 36,
+    CUDA_ERROR_DEVICE_UNAVAILABLE = 46,
+    CUDA_ERROR_NO_DEVICE = 100,
+    CUDA_ERROR_INVALID_DEVICE = 101,
+    CUDA_ERROR_DEVICE_NOT_LICENSED = 102,
+    CUDA_ERROR_INVALID_IMAGE = 200,
+    CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
+    CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
+    CUDA_ERROR_NOT_FOUND = 500,
+    CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803,
+    CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE = 804,
+};
+
+/* CUdevice_attribute values kiln reads. */
+enum {
+    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+    CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38,
+    CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR = 39,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR = 81,
+    CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,
+};
+
+enum { CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8 }; /* CUfunction_attribute */
+enum { CU_STREAM_NON_BLOCKING = 1 };                          /* cuStreamCreate flags */
+enum { CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };             /* CUstreamCaptureMode */
+
+/* The entry points kiln uses. Members are named as in the CUDA
+ * documentation; the comment gives the exported symbol when it is a
+ * versioned one (cuda.h maps the plain name onto it with a #define). */
+typedef struct rt_cuda_api {
+    CUresult (*cuInit)(unsigned flags);
+    CUresult (*cuDriverGetVersion)(int *version);
+    CUresult (*cuGetErrorName)(CUresult r, const char **name);
+    CUresult (*cuGetErrorString)(CUresult r, const char **text);
+    CUresult (*cuDeviceGetCount)(int *n);
+    CUresult (*cuDeviceGet)(CUdevice *dev, int ordinal);
+    CUresult (*cuDeviceGetName)(char *name, int len, CUdevice dev);
+    CUresult (*cuDeviceGetAttribute)(int *value, int attribute, CUdevice dev);
+    CUresult (*cuDeviceTotalMem)(size_t *bytes, CUdevice dev); /* cuDeviceTotalMem_v2 */
+    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
+    CUresult (*cuDevicePrimaryCtxRelease)(CUdevice dev); /* cuDevicePrimaryCtxRelease_v2 */
+    CUresult (*cuCtxSetCurrent)(CUcontext ctx);
+    CUresult (*cuCtxSynchronize)(void);
+    CUresult (*cuModuleLoadData)(CUmodule *mod, const void *image);
+    CUresult (*cuModuleUnload)(CUmodule mod);
+    CUresult (*cuModuleGetFunction)(CUfunction *fn, CUmodule mod, const char *name);
+    CUresult (*cuFuncSetAttribute)(CUfunction fn, int attribute, int value);
+    CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *n_blocks, CUfunction fn, int block_size,
+                                                            size_t dyn_smem_bytes);
+    CUresult (*cuLaunchKernel)(CUfunction fn, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
+                               unsigned block_y, unsigned block_z, unsigned smem_bytes, CUstream stream,
+                               void **params, void **extra);
+    CUresult (*cuMemAlloc)(CUdeviceptr *p, size_t bytes);                                   /* cuMemAlloc_v2 */
+    CUresult (*cuMemFree)(CUdeviceptr p);                                                   /* cuMemFree_v2 */
+    CUresult (*cuMemcpyHtoD)(CUdeviceptr dst, const void *src, size_t bytes);               /* cuMemcpyHtoD_v2 */
+    CUresult (*cuMemcpyDtoH)(void *dst, CUdeviceptr src, size_t bytes);                     /* cuMemcpyDtoH_v2 */
+    CUresult (*cuMemsetD8)(CUdeviceptr dst, unsigned char value, size_t bytes);             /* cuMemsetD8_v2 */
+    CUresult (*cuStreamCreate)(CUstream *s, unsigned flags);
+    CUresult (*cuStreamDestroy)(CUstream s); /* cuStreamDestroy_v2 */
+    CUresult (*cuStreamSynchronize)(CUstream s);
+    CUresult (*cuStreamBeginCapture)(CUstream s, int mode); /* cuStreamBeginCapture_v2 */
+    CUresult (*cuStreamEndCapture)(CUstream s, CUgraph *graph);
+    CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *exec, CUgraph graph, unsigned long long flags);
+    CUresult (*cuGraphLaunch)(CUgraphExec exec, CUstream s);
+    CUresult (*cuGraphExecDestroy)(CUgraphExec exec);
+    CUresult (*cuGraphDestroy)(CUgraph graph);
+} rt_cuda_api;
+
+/* ---- errors ------------------------------------------------------------------ */
+
+/* Checks one driver call: evaluates to KILN_OK, or adds "CALL failed at
+ * FILE:LINE: CUDA_ERROR_X (text)" to d and evaluates to the kiln_status for
+ * the error. Use it around every driver call:
+ *     KILN_TRY(KILN_CU_CHECK(d, cu->cuMemAlloc(&p, n))); */
+#define KILN_CU_CHECK(d, call) rt_cuda_check((call), #call, __FILE__, __LINE__, (d))
+
+kiln_status rt_cuda_check(CUresult r, const char *call, const char *file, int line, base_diag *d);
+/* The status a CUresult maps to (KILN_OK for CUDA_SUCCESS). */
+kiln_status rt_cuda_status(CUresult r);
+
+/* ---- driver and devices -------------------------------------------------------- */
+
+/* Loads libcuda.so.1 and runs cuInit; later calls return the first call's
+ * status (and repeat its message into d). Thread-safe. No driver or no
+ * device: KILN_ERR_NO_DEVICE. */
+kiln_status rt_cuda_open(base_diag *d);
+/* The table of entry points; NULL until rt_cuda_open has succeeded. */
+const rt_cuda_api *rt_cuda_api_get(void);
+/* Number of CUDA devices; 0 when there is no driver or no device. */
+int rt_cuda_device_count(void);
+
+typedef struct rt_cuda_device {
+    char name[256];
+    int sm_major, sm_minor;        /* compute capability */
+    int n_sms;                     /* multiprocessors */
+    int max_threads_per_sm;
+    size_t mem_bytes;              /* global memory */
+    int l2_bytes;
+    int smem_per_sm_bytes;         /* shared memory per multiprocessor */
+    int smem_per_block_optin_bytes; /* the most one block can have, after opting in */
+    int driver_version;            /* 13000 for CUDA 13.0 */
+} rt_cuda_device;
+
+kiln_status rt_cuda_device_info(int dev, rt_cuda_device *out, base_diag *d);
+
+/* ---- contexts ---------------------------------------------------------------- */
+
+/* The device's primary context (the one the CUDA runtime and frameworks
+ * share), made current on the calling thread. */
+typedef struct rt_cuda_ctx {
+    CUdevice dev;
+    CUcontext ctx;
+} rt_cuda_ctx;
+
+/* Opens the driver if needed. OUT: *out, free with rt_cuda_ctx_free. */
+kiln_status rt_cuda_ctx_init(int dev, rt_cuda_ctx *out, base_diag *d);
+void rt_cuda_ctx_free(rt_cuda_ctx *c);
+/* Makes the context current on the calling thread (each thread that calls
+ * the driver needs this once). */
+kiln_status rt_cuda_ctx_bind(const rt_cuda_ctx *c, base_diag *d);
+
+/* ---- modules and launches ------------------------------------------------------- */
+
+/* Loads a cubin (an ELF image of n bytes; checked to lie within those bytes
+ * before the driver sees it). OUT: *out, free with rt_cuda_module_free. */
+kiln_status rt_cuda_module_load(const void *cubin, size_t n, CUmodule *out, base_diag *d);
+void rt_cuda_module_free(CUmodule m);
+/* The kernel `name` (an extern "C" __global__ function). */
+kiln_status rt_cuda_module_function(CUmodule m, const char *name, CUfunction *out, base_diag *d);
+/* Lets fn use smem_bytes of dynamic shared memory (needed above 48 KB). */
+kiln_status rt_cuda_function_set_smem(CUfunction fn, int smem_bytes, base_diag *d);
+/* How many blocks of block_size threads and smem_bytes of dynamic shared
+ * memory fit on one multiprocessor at once. */
+kiln_status rt_cuda_occupancy(CUfunction fn, int block_size, size_t smem_bytes, int *blocks_per_sm, base_diag *d);
+
+/* Enqueues fn on a 1-D grid; args[i] points at the i-th kernel parameter.
+ * Errors inside the kernel show at the next synchronisation. */
+kiln_status rt_cuda_launch(CUfunction fn, unsigned n_blocks, unsigned block_size, unsigned smem_bytes, CUstream s,
+                           void **args, base_diag *d);
+
+/* ---- memory and streams --------------------------------------------------------- */
+
+kiln_status rt_cuda_alloc(size_t bytes, CUdeviceptr *out, base_diag *d);
+void rt_cuda_free(CUdeviceptr p); /* 0 is fine */
+kiln_status rt_cuda_copy_to_device(CUdeviceptr dst, const void *src, size_t bytes, base_diag *d);
+kiln_status rt_cuda_copy_to_host(void *dst, CUdeviceptr src, size_t bytes, base_diag *d);
+
+/* A non-blocking stream. OUT: *out, free with rt_cuda_stream_free. */
+kiln_status rt_cuda_stream_create(CUstream *out, base_diag *d);
+void rt_cuda_stream_free(CUstream s);
+kiln_status rt_cuda_stream_sync(CUstream s, base_diag *d);
+
+/* ---- CUDA graphs: record a stream's launches once, replay them cheaply ---------- */
+
+typedef struct rt_cuda_graph {
+    CUgraph graph;
+    CUgraphExec exec;
+} rt_cuda_graph;
+
+/* Launches on s between begin and end are recorded, not run. end
+ * instantiates the recording. OUT: *out, free with rt_cuda_graph_free. */
+kiln_status rt_cuda_graph_begin(CUstream s, base_diag *d);
+kiln_status rt_cuda_graph_end(CUstream s, rt_cuda_graph *out, base_diag *d);
+kiln_status rt_cuda_graph_launch(const rt_cuda_graph *g, CUstream s, base_diag *d);
+void rt_cuda_graph_free(rt_cuda_graph *g);
+
+#endif
