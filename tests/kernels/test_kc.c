@@ -351,7 +351,10 @@ static void test_conv(void)
             p.stride_h = p.stride_w = rnd(1, 2);
             p.pad_t = p.pad_l = pad_b = pad_r = p.R / 2;
             if (it % 3 == 0) pad_b = pad_r = 0;
-            p.H = rnd(1, 24), p.W = rnd(1, 40);
+            if (it % 4 == 0) /* uneven padding: the direct kernels' edge masks */
+                p.pad_t = rnd(0, p.R - 1), p.pad_l = rnd(0, p.S - 1), pad_b = rnd(0, p.pad_t),
+                pad_r = rnd(0, p.pad_l);
+            p.H = rnd(1, 24), p.W = rnd(1, it % 2 ? 40 : 75);
         } else if (kind == 4) {
             p.R = p.S = 1, p.stride_h = p.stride_w = 1, p.pad_t = p.pad_l = pad_b = pad_r = 0;
             p.dil_h = p.dil_w = 1;
@@ -374,6 +377,35 @@ static void test_conv(void)
     p = (kc_conv2d){.N = 2, .C = 40, .H = 9, .W = 9, .K = 300, .R = 1, .S = 1, .stride_h = 1, .stride_w = 1,
                     .pad_t = 0, .pad_l = 0, .dil_h = 1, .dil_w = 1, .group = 1};
     test_conv_case(&p, 0, 0, 1, 1, 0);
+
+    /* each orientation and source of the general kernel, tiles by default
+     * and at random: channel mode (small images, Y^T transposed out),
+     * staged or reading x directly (no padding), grouped; pixel mode with
+     * many row segments a panel, and strided 1x1; depthwise on rows wide
+     * enough for interior and edge chunks; no input channels at all */
+    static const struct {
+        int64_t N, C, H, W, K, R, stride, pad, pad_end, group;
+    } cases[] = {
+        {2, 24, 7, 7, 48, 3, 1, 1, 1, 1},   {1, 40, 14, 14, 32, 1, 2, 0, 0, 1}, {1, 20, 13, 13, 64, 3, 2, 1, 1, 1},
+        {1, 16, 7, 7, 64, 3, 1, 1, 1, 2},   {1, 70, 8, 6, 40, 3, 1, 0, 0, 1},   {1, 8, 5, 5, 12, 3, 1, 1, 1, 1},
+        {1, 16, 30, 30, 24, 1, 2, 0, 0, 1}, {1, 3, 33, 35, 20, 7, 2, 3, 2, 1},  {2, 9, 10, 3, 22, 3, 1, 1, 1, 1},
+        {1, 600, 7, 7, 33, 1, 1, 0, 0, 1},  {1, 5, 9, 70, 5, 3, 1, 1, 1, 5},    {1, 6, 11, 67, 6, 3, 2, 1, 0, 6},
+        {1, 4, 9, 61, 4, 5, 2, 2, 2, 4},    {1, 4, 12, 50, 4, 5, 1, 0, 0, 4},   {1, 0, 5, 5, 4, 3, 1, 1, 1, 1},
+        {1, 0, 7, 7, 32, 1, 1, 0, 0, 1},
+    };
+    /* an empty output: no rTasks, and nothing divides by zero on the way */
+    p = (kc_conv2d){.N = 1, .C = 4, .H = 3, .W = 3, .K = 8, .OH = 0, .OW = 3, .R = 3, .S = 3, .stride_h = 1,
+                    .stride_w = 1, .dil_h = 1, .dil_w = 1, .group = 1};
+    kc_conv2d_default_tiles(&p, 2);
+    check(kc_conv2d_rtasks(&p) == 0 && kc_conv2d_scratch_bytes(&p) > 0, "conv with an empty output");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int mode = 0; mode < 2; mode++) {
+            p = (kc_conv2d){.N = cases[i].N, .C = cases[i].C, .H = cases[i].H, .W = cases[i].W, .K = cases[i].K,
+                            .R = cases[i].R, .S = cases[i].R, .stride_h = cases[i].stride,
+                            .stride_w = cases[i].stride, .pad_t = cases[i].pad, .pad_l = cases[i].pad, .dil_h = 1,
+                            .dil_w = 1, .group = cases[i].group};
+            test_conv_case(&p, cases[i].pad_end, cases[i].pad_end, 1, mode, mode);
+        }
 }
 
 /* ---- pooling ---- */

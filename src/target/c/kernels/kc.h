@@ -82,8 +82,11 @@ void kc_gemm_default_tiles(int64_t batch, int64_t M, int64_t N, int64_t K, int n
 
 /* ---- 2-D convolution, NCHW ---------------------------------------------------
  * Any group count; group == C == K (depthwise) takes a direct kernel. The
- * weights [K, C/group, R, S] are packed once by kc_conv2d_pack_w. rTasks:
- * N x group x ceil(K_per_group / kb) x ceil(OH * OW / pb) tiles. */
+ * weights [K, C/group, R, S] are packed once by kc_conv2d_pack_w (layout
+ * chosen by the shape). Tiles hold at most kb output channels x pb output
+ * pixels, rounded to the kernel's units (micro-tile rows and columns;
+ * depthwise: channels x whole output rows), the units split evenly. rTasks:
+ * N x group (depthwise: N) x channel tiles x pixel tiles. */
 typedef struct kc_conv2d {
     int64_t N, C, H, W;
     int64_t K, OH, OW;
@@ -102,7 +105,8 @@ void kc_conv2d_rtask(const kc_conv2d *p, int64_t t, void *scratch);
 /* Packed weight size and packing; p's shape fields must be set. */
 size_t kc_conv2d_packed_w_bytes(const kc_conv2d *p);
 void kc_conv2d_pack_w(const kc_conv2d *p, const float *w, float *out);
-void kc_conv2d_default_tiles(kc_conv2d *p, int n_threads); /* sets kb, pb */
+/* Sets kb, pb: the tiling that loads the busiest of n_threads least. */
+void kc_conv2d_default_tiles(kc_conv2d *p, int n_threads);
 
 /* ---- 2-D pooling, NCHW: rTasks over N x C planes, in blocks of `cb` ---------- */
 typedef enum kc_pool_kind { KC_POOL_MAX, KC_POOL_AVG } kc_pool_kind;

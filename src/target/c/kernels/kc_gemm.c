@@ -14,8 +14,12 @@
  *
  * Micro-kernels, chosen by the preprocessor:
  *   AVX-512F     6 x 64 (4 B panels of 16, 24 zmm accumulators)
- *   AVX2 + FMA   6 x 16 (12 ymm accumulators)
+ *   AVX2 + FMA   6 x 16 (12 ymm accumulators; a 2 x 16 one for the last
+ *                1 or 2 rows of m, and while the first A panel of a packed
+ *                B group runs, the next group is prefetched)
  *   plain C      6 x 16 loops that gcc vectorizes as it can
+ * ReLU and Clip are applied to the accumulators as they are stored; other
+ * activations go over the micro-tile in L1 afterwards.
  * Packed layouts do not depend on the choice (see kc.h), so weights packed
  * by any build of this file serve every build.
  */
@@ -46,7 +50,12 @@ typedef struct upd {
     const float *bias_col, *bias_row;
     const float *res;
     int64_t ldr;
+    int act;            /* KC_ACT_NONE, or RELU / CLIP applied before the store (last k-block) */
+    float act_lo, act_hi;
 } upd;
+
+/* Activations cheap enough to apply to the accumulators on their way out. */
+static int act_in_update(kc_act act) { return act == KC_ACT_RELU || act == KC_ACT_CLIP; }
 
 /* Update an m x n corner of C from accumulators in memory (edge tiles, and
  * the plain-C kernel). */
@@ -58,17 +67,19 @@ static void update_tile(float *c, int64_t ldc, const float *acc, int64_t ld_acc,
         const float *ai = acc + i * ld_acc;
         if (!u->first) {
             for (int64_t j = 0; j < n; j++) ci[j] = kc_fmaf(ai[j], u->alpha, ci[j]);
-            continue;
+        } else {
+            float br = u->bias_row ? u->bias_row[i] : 0.0f;
+            const float *ri = u->res ? u->res + i * u->ldr : NULL;
+            for (int64_t j = 0; j < n; j++) {
+                float v = ai[j] * u->alpha;
+                if (u->bias_col) v += u->bias_col[j];
+                v += br;
+                if (ri) v += ri[j];
+                ci[j] = v;
+            }
         }
-        float br = u->bias_row ? u->bias_row[i] : 0.0f;
-        const float *ri = u->res ? u->res + i * u->ldr : NULL;
-        for (int64_t j = 0; j < n; j++) {
-            float v = ai[j] * u->alpha;
-            if (u->bias_col) v += u->bias_col[j];
-            v += br;
-            if (ri) v += ri[j];
-            ci[j] = v;
-        }
+        if (u->act != KC_ACT_NONE)
+            for (int64_t j = 0; j < n; j++) ci[j] = kc_act_apply(u->act, ci[j], u->act_lo, u->act_hi);
     }
 }
 
@@ -86,6 +97,9 @@ static inline __attribute__((always_inline)) void upd_zmm(float *c, __m512 x, in
         if (u->bias_row) x = _mm512_add_ps(x, _mm512_set1_ps(u->bias_row[i]));
         if (u->res) x = _mm512_add_ps(x, _mm512_loadu_ps(u->res + i * u->ldr + j));
     }
+    if (u->act == KC_ACT_RELU) x = _mm512_max_ps(x, _mm512_setzero_ps());
+    if (u->act == KC_ACT_CLIP)
+        x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(u->act_lo)), _mm512_set1_ps(u->act_hi));
     _mm512_storeu_ps(c, x);
 }
 
@@ -111,11 +125,12 @@ static inline __attribute__((always_inline)) void ukr_np(const int np, int64_t k
             for (int j = 0; j < np; j++) acc[i][j] = _mm512_fmadd_ps(av, bv[j], acc[i][j]);
         }
     }
-    if (m == KC_MR && n == np * KC_NR) {
+    if (n == np * KC_NR) { /* whole rows: in registers, m of them */
 #pragma GCC unroll 6
         for (int i = 0; i < KC_MR; i++)
+            if (i < m)
 #pragma GCC unroll 4
-            for (int j = 0; j < np; j++) upd_zmm(c + i * ldc + j * KC_NR, acc[i][j], i, j * KC_NR, u);
+                for (int j = 0; j < np; j++) upd_zmm(c + i * ldc + j * KC_NR, acc[i][j], i, j * KC_NR, u);
     } else {
         _Alignas(64) float t[KC_MR * KC_NRB];
         for (int i = 0; i < KC_MR; i++)
@@ -125,8 +140,9 @@ static inline __attribute__((always_inline)) void ukr_np(const int np, int64_t k
 }
 
 static void ukernel(int64_t k, const float *a, const float *b, int64_t bps, float *c, int64_t ldc, int64_t m,
-                    int64_t n, const upd *u)
+                    int64_t n, const upd *u, const float *pf)
 {
+    (void)pf;
     switch (cdiv(n, KC_NR)) {
     case 1: ukr_np(1, k, a, b, bps, c, ldc, m, n, u); break;
     case 2: ukr_np(2, k, a, b, bps, c, ldc, m, n, u); break;
@@ -160,13 +176,74 @@ static inline __attribute__((always_inline)) void upd_ymm2(float *c, __m256 x0, 
             x1 = _mm256_add_ps(x1, _mm256_loadu_ps(u->res + i * u->ldr + 8));
         }
     }
+    /* max / min return their second operand for NaN, as kc_act_apply does */
+    if (u->act == KC_ACT_RELU) {
+        x0 = _mm256_max_ps(x0, _mm256_setzero_ps());
+        x1 = _mm256_max_ps(x1, _mm256_setzero_ps());
+    } else if (u->act == KC_ACT_CLIP) {
+        __m256 lo = _mm256_set1_ps(u->act_lo), hi = _mm256_set1_ps(u->act_hi);
+        x0 = _mm256_min_ps(_mm256_max_ps(x0, lo), hi);
+        x1 = _mm256_min_ps(_mm256_max_ps(x1, lo), hi);
+    }
     _mm256_storeu_ps(c, x0);
     _mm256_storeu_ps(c + 8, x1);
 }
 
-/* 6 x 16: per k, two B vectors and six broadcasts feed 12 FMAs. */
+/* 6 x 16: per k, two B vectors and six broadcasts feed 12 FMAs. pf: a
+ * panel to prefetch, one line (KC_NR floats) per k (the next B panel, which
+ * would otherwise come from memory at the start of the next pass). */
+/* At most 2 rows of a panel (the last one of m = 6q + 1 or 6q + 2, such as
+ * the 49 pixels of a 7x7 image): the full kernel would spend its 12 FMAs a k
+ * on them; here 8 accumulators (two k in flight) do only the useful ones. */
+static __attribute__((noinline)) void ukernel_m2(int64_t k, const float *a, const float *b, float *c, int64_t ldc,
+                                                  int64_t m, int64_t n,
+                       const upd *u)
+{
+    __m256 e00 = _mm256_setzero_ps(), e01 = _mm256_setzero_ps(), e10 = _mm256_setzero_ps();
+    __m256 e11 = _mm256_setzero_ps(), o00 = _mm256_setzero_ps(), o01 = _mm256_setzero_ps();
+    __m256 o10 = _mm256_setzero_ps(), o11 = _mm256_setzero_ps();
+    int64_t p = 0;
+    for (; p + 2 <= k; p += 2) {
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        __m256 a0 = _mm256_broadcast_ss(a), a1 = _mm256_broadcast_ss(a + 1);
+        e00 = _mm256_fmadd_ps(a0, b0, e00);
+        e01 = _mm256_fmadd_ps(a0, b1, e01);
+        e10 = _mm256_fmadd_ps(a1, b0, e10);
+        e11 = _mm256_fmadd_ps(a1, b1, e11);
+        b0 = _mm256_loadu_ps(b + KC_NR), b1 = _mm256_loadu_ps(b + KC_NR + 8);
+        a0 = _mm256_broadcast_ss(a + KC_MR), a1 = _mm256_broadcast_ss(a + KC_MR + 1);
+        o00 = _mm256_fmadd_ps(a0, b0, o00);
+        o01 = _mm256_fmadd_ps(a0, b1, o01);
+        o10 = _mm256_fmadd_ps(a1, b0, o10);
+        o11 = _mm256_fmadd_ps(a1, b1, o11);
+        a += 2 * KC_MR;
+        b += 2 * KC_NR;
+    }
+    if (p < k) {
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        __m256 a0 = _mm256_broadcast_ss(a), a1 = _mm256_broadcast_ss(a + 1);
+        e00 = _mm256_fmadd_ps(a0, b0, e00);
+        e01 = _mm256_fmadd_ps(a0, b1, e01);
+        e10 = _mm256_fmadd_ps(a1, b0, e10);
+        e11 = _mm256_fmadd_ps(a1, b1, e11);
+    }
+    e00 = _mm256_add_ps(e00, o00), e01 = _mm256_add_ps(e01, o01);
+    e10 = _mm256_add_ps(e10, o10), e11 = _mm256_add_ps(e11, o11);
+    if (n == KC_NR) {
+        upd_ymm2(c, e00, e01, 0, u);
+        if (m > 1) upd_ymm2(c + ldc, e10, e11, 1, u);
+    } else {
+        _Alignas(32) float t[2 * KC_NR];
+        _mm256_store_ps(t, e00);
+        _mm256_store_ps(t + 8, e01);
+        _mm256_store_ps(t + KC_NR, e10);
+        _mm256_store_ps(t + KC_NR + 8, e11);
+        update_tile(c, ldc, t, KC_NR, m, n, u);
+    }
+}
+
 static void ukernel(int64_t k, const float *a, const float *b, int64_t bps, float *c, int64_t ldc, int64_t m,
-                    int64_t n, const upd *u)
+                    int64_t n, const upd *u, const float *pf)
 {
     (void)bps;
     __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
@@ -197,16 +274,18 @@ static void ukernel(int64_t k, const float *a, const float *b, int64_t bps, floa
         av = _mm256_broadcast_ss(a + 5);
         c50 = _mm256_fmadd_ps(av, b0, c50);
         c51 = _mm256_fmadd_ps(av, b1, c51);
+        _mm_prefetch((const char *)pf, _MM_HINT_T0);
         a += KC_MR;
         b += KC_NR;
+        pf += KC_NR;
     }
-    if (m == KC_MR && n == KC_NR) {
+    if (n == KC_NR) { /* whole rows: in registers, m of them */
         upd_ymm2(c + 0 * ldc, c00, c01, 0, u);
-        upd_ymm2(c + 1 * ldc, c10, c11, 1, u);
-        upd_ymm2(c + 2 * ldc, c20, c21, 2, u);
-        upd_ymm2(c + 3 * ldc, c30, c31, 3, u);
-        upd_ymm2(c + 4 * ldc, c40, c41, 4, u);
-        upd_ymm2(c + 5 * ldc, c50, c51, 5, u);
+        if (m > 1) upd_ymm2(c + 1 * ldc, c10, c11, 1, u);
+        if (m > 2) upd_ymm2(c + 2 * ldc, c20, c21, 2, u);
+        if (m > 3) upd_ymm2(c + 3 * ldc, c30, c31, 3, u);
+        if (m > 4) upd_ymm2(c + 4 * ldc, c40, c41, 4, u);
+        if (m > 5) upd_ymm2(c + 5 * ldc, c50, c51, 5, u);
     } else {
         _Alignas(32) float t[KC_MR * KC_NR];
         _mm256_store_ps(t + 0 * KC_NR, c00);
@@ -228,9 +307,9 @@ static void ukernel(int64_t k, const float *a, const float *b, int64_t bps, floa
 #else
 
 static void ukernel(int64_t k, const float *a, const float *b, int64_t bps, float *c, int64_t ldc, int64_t m,
-                    int64_t n, const upd *u)
+                    int64_t n, const upd *u, const float *pf)
 {
-    (void)bps;
+    (void)bps, (void)pf;
     float t[KC_MR * KC_NR];
     memset(t, 0, sizeof t);
     for (int64_t p = 0; p < k; p++) {
@@ -261,15 +340,24 @@ void kc_gemm_block(const kc_block *blk)
         }
         for (int64_t p0 = 0; p0 < m; p0 += KC_MR) {
             int64_t mm = min64(KC_MR, m - p0);
-            upd u = {blk->alpha, blk->first, NULL, NULL, NULL, blk->ldr};
+            upd u = {blk->alpha, blk->first, NULL, NULL, NULL, blk->ldr, KC_ACT_NONE, blk->act_alpha, blk->act_beta};
+            if (blk->last && act_in_update(blk->act)) u.act = blk->act;
             if (blk->first) {
                 if (blk->bias && blk->bias_per_row) u.bias_row = blk->bias + p0;
                 if (blk->bias && !blk->bias_per_row) u.bias_col = blk->bias + q0;
                 if (blk->res) u.res = blk->res + p0 * blk->ldr + q0;
             }
             float *c = blk->c + p0 * blk->ldc + q0;
-            ukernel(k, blk->a + (p0 / KC_MR) * blk->a_panel_stride, bp, bps, c, blk->ldc, mm, nn, &u);
-            if (blk->last && blk->act != KC_ACT_NONE)
+            /* while the first A panel runs, fetch the next packed B panels */
+            const float *pf = bp;
+            if (p0 == 0 && blk->b && q0 + KC_NRB < n) pf = bp + (KC_NRB / KC_NR) * bps;
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+            if (mm <= 2)
+                ukernel_m2(k, blk->a + (p0 / KC_MR) * blk->a_panel_stride, bp, c, blk->ldc, mm, nn, &u);
+            else
+#endif
+                ukernel(k, blk->a + (p0 / KC_MR) * blk->a_panel_stride, bp, bps, c, blk->ldc, mm, nn, &u, pf);
+            if (blk->last && blk->act != KC_ACT_NONE && !act_in_update(blk->act))
                 for (int64_t i = 0; i < mm; i++)
                     kc_act_inplace(blk->act, c + i * blk->ldc, nn, blk->act_alpha, blk->act_beta);
         }
