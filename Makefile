@@ -24,7 +24,9 @@ LDLIBS  += -lprotobuf-c -lm -lpthread -ldl -lz
 SRC      := $(sort $(wildcard src/*/*.c src/target/c/*.c src/target/cuda/*.c))
 GEN_C    := $(BUILD)/gen/onnx.pb-c.c
 KC_FILES := $(sort $(wildcard src/target/c/kernels/*.c src/target/c/kernels/*.h)) src/runtime/cprog.h
-OBJ      := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o $(BUILD)/obj/gen/kc_sources.o
+KG_FILES := $(sort $(wildcard src/target/cuda/kernels/*))
+OBJ      := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o $(BUILD)/obj/gen/kc_sources.o \
+            $(BUILD)/obj/gen/kg_sources.o
 LIB      := $(BUILD)/libkiln.a
 TOOLS    := $(BUILD)/kiln
 TESTS    := $(BUILD)/test_unit $(BUILD)/conformance $(BUILD)/roundtrip $(BUILD)/test_ops $(BUILD)/test_kc $(BUILD)/kc_bench \
@@ -45,9 +47,13 @@ $(BUILD)/embed: tools/embed.c
 
 $(BUILD)/gen/kc_sources.c: $(BUILD)/embed $(KC_FILES)
 	@mkdir -p $(BUILD)/gen
-	$(BUILD)/embed $@ c_kernel_sources $(KC_FILES)
+	$(BUILD)/embed $@ target/c/c-impl.h c_source c_kernel_sources $(KC_FILES)
 
-$(BUILD)/obj/gen/kc_sources.o: $(BUILD)/gen/kc_sources.c
+$(BUILD)/gen/kg_sources.c: $(BUILD)/embed $(KG_FILES)
+	@mkdir -p $(BUILD)/gen
+	$(BUILD)/embed $@ target/cuda/cuda-impl.h cg_source cg_kernel_sources $(KG_FILES)
+
+$(BUILD)/obj/gen/%_sources.o: $(BUILD)/gen/%_sources.c $(BUILD)/gen/onnx.pb-c.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 

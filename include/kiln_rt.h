@@ -75,6 +75,8 @@ KILN_API kiln_status kiln_rt_stage_profile(const kiln_rt_model *m, int stage, co
 KILN_API size_t kiln_rt_arena_bytes(const kiln_rt_model *m);
 KILN_API size_t kiln_rt_weight_bytes(const kiln_rt_model *m);
 KILN_API int kiln_rt_num_threads(const kiln_rt_model *m);
+/* The target the artifact was built for: "c" or "cuda". */
+KILN_API const char *kiln_rt_target(const kiln_rt_model *m);
 
 /* The message of the last failure on this thread ("" when none). */
 KILN_API const char *kiln_rt_last_error(void);

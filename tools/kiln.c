@@ -115,19 +115,21 @@ static const char inspect_help[] =
 
 static const char run_help[] =
     "USAGE\n"
-    "  kiln run [MODEL|ARTIFACT] [--target c|interp] [--threads N] [--check]\n"
+    "  kiln run [MODEL|ARTIFACT] [--target c|cuda|interp] [--precision P] [--threads N] [--check]\n"
     "           [--input NAME=FILE.npy]... [--inputs FILE.npz] [--shape NAME=D0xD1x...]...\n"
     "           [--seed N] [--output FILE.npz] [--quiet]\n"
     "\n"
     "Runs a model and prints each output's dtype, shape and summary, and the\n"
     "latency. An .onnx MODEL is compiled for the target first (default c: generated\n"
-    "C for this CPU, run on a pool of worker threads) or run on the reference\n"
-    "interpreter (--target interp); an ARTIFACT (.kiln, from kiln compile) runs as\n"
-    "it is. Without MODEL, runs the embedded default model (a small CNN) and\n"
+    "C for this CPU, run on a pool of worker threads; cuda: CUDA kernels for the\n"
+    "GPU) or run on the reference interpreter (--target interp); an ARTIFACT\n"
+    "(.kiln, from kiln compile) runs as it is. Without MODEL, runs the embedded\n"
+    "default model (a small CNN) on the GPU if there is one, else the CPU, and\n"
     "checks it against the interpreter. Inputs not given as files are random with\n"
     "a fixed seed: floats uniform in [-1, 1), integers in [0, 10), bools 0/1.\n"
     "\n"
-    "  --target T         c (default) or interp\n"
+    "  --target T         c (default), cuda or interp\n"
+    "  --precision P      cuda: fp32 (default), fp16 or bf16 storage, fp32 math\n"
     "  --threads N        worker threads (default: the artifact's, or 1)\n"
     "  --check            also run the interpreter and compare every output\n"
     "  --input NAME=FILE  a .npy file for input NAME\n"
@@ -140,7 +142,8 @@ static const char run_help[] =
 
 static const char compile_help[] =
     "USAGE\n"
-    "  kiln compile MODEL -o OUT.kiln [--target c] [--threads N] [--emit-source DIR]\n"
+    "  kiln compile MODEL -o OUT.kiln [--target c|cuda] [--threads N] [--emit-source DIR]\n"
+    "               [--precision fp32|fp16|bf16] [--tune] [--tuning-db FILE]\n"
     "               [--shape NAME=D0xD1x...]... [--quiet]\n"
     "\n"
     "Compiles MODEL into an artifact: the graph is partitioned into groups\n"
@@ -148,24 +151,36 @@ static const char compile_help[] =
     "is planned, and C is generated for this CPU's instruction set, compiled with\n"
     "the system C compiler and stored with the weights. Ops without a C template\n"
     "run inside the artifact on the reference interpreter (fallback segments,\n"
-    "listed in the report).\n"
+    "listed in the report). With --target cuda the groups become CUDA kernels,\n"
+    "compiled with NVRTC for sm_80 and sm_90a; only ops whose output shape depends\n"
+    "on the data run on the host.\n"
     "\n"
     "  -o FILE            the artifact to write\n"
-    "  --target T         c (the only target so far)\n"
+    "  --target T         c (default: this CPU) or cuda (NVIDIA GPUs, sm_80 and later)\n"
+    "  --precision P      cuda: storage of float activations and weights: fp32\n"
+    "                     (default), fp16 or bf16; math is always fp32\n"
+    "  --tune             cuda: time each GEMM/conv's template candidates on the GPU\n"
+    "                     and keep the fastest in the tuning database\n"
+    "  --tuning-db FILE   cuda: the SQLite tuning database (default\n"
+    "                     $KILN_TUNING_DB or ~/.cache/kiln/tuning.db)\n"
     "  --threads N        worker threads the program is tiled for (default 1)\n"
-    "  --emit-source DIR  also write the generated C and kernel templates to DIR\n"
+    "  --emit-source DIR  also write the generated source (C, or CUDA as model.cu) to DIR\n"
     "  --shape NAME=DIMS  bind a symbolic input dimension\n"
     "\n";
 
 static const char bench_help[] =
     "USAGE\n"
-    "  kiln bench MODEL|ARTIFACT [--threads N] [--warmup N] [--iterations N]\n"
+    "  kiln bench MODEL|ARTIFACT [--target c|cuda] [--precision P] [--tune] [--threads N]\n"
+    "             [--warmup N] [--iterations N]\n"
     "             [--shape NAME=D0xD1x...]... [--json] [--profile]\n"
     "\n"
     "Times runs of a compiled model on random inputs: compile time (for a MODEL),\n"
     "first-run time, then min / median / p90 / p99 latency over the timed\n"
     "iterations (warm-up excluded), throughput, and peak memory (resident set).\n"
     "\n"
+    "  --target T       c (default) or cuda, for a MODEL\n"
+    "  --precision P    cuda: fp32 (default), fp16 or bf16\n"
+    "  --tune           cuda: tune GEMM/conv templates on the GPU first\n"
     "  --threads N      worker threads (default 1)\n"
     "  --warmup N       untimed runs first (default 5)\n"
     "  --iterations N   timed runs (default 50)\n"
@@ -175,11 +190,13 @@ static const char bench_help[] =
 
 static const char verify_help[] =
     "USAGE\n"
-    "  kiln verify MODEL [--threads N] [--seed N] [--shape NAME=D0xD1x...]...\n"
+    "  kiln verify MODEL [--target c|cuda] [--precision P] [--threads N] [--seed N]\n"
+    "              [--shape NAME=D0xD1x...]...\n"
     "\n"
-    "Compiles MODEL for the c target, runs it and the reference interpreter on the\n"
+    "Compiles MODEL for the target (default c), runs it and the reference interpreter on the\n"
     "same random inputs and compares every output: max absolute and relative\n"
-    "error, and pass/fail against the per-dtype tolerance (f32: 1e-4 + 1e-3 |x|).\n"
+    "error, and pass/fail against the per-dtype tolerance (f32: 1e-4 + 1e-3 |x|;\n"
+    "with --precision fp16 the f16 one: 1e-3 + 1e-2 |x|).\n"
     "Exit status 9 when an output differs.\n"
     "\n";
 
@@ -429,14 +446,14 @@ static int cmd_inspect(int argc, char **argv)
 /* ---- shared by run / compile / bench / verify ---------------------------------------------- */
 
 typedef struct cli_args {
-    const char *path, *out_path, *npz_path, *target, *emit_dir, *artifact_out;
+    const char *path, *out_path, *npz_path, *target, *emit_dir, *artifact_out, *precision, *tuning_db;
     named_shape shapes[64];
     int n_shapes;
     struct {
         const char *name, *file;
     } files[64];
     int n_files;
-    bool quiet, check, json, profile;
+    bool quiet, check, json, profile, tune;
     uint64_t seed;
     int threads, warmup, iterations;
 } cli_args;
@@ -466,6 +483,9 @@ static int parse_args(const char *cmd, int argc, char **argv, cli_args *a)
         else if (strcmp(x, "-o") == 0 && has_val) a->artifact_out = argv[++i];
         else if (strcmp(x, "--target") == 0 && has_val) a->target = argv[++i];
         else if (strcmp(x, "--emit-source") == 0 && has_val) a->emit_dir = argv[++i];
+        else if (strcmp(x, "--precision") == 0 && has_val) a->precision = argv[++i];
+        else if (strcmp(x, "--tuning-db") == 0 && has_val) a->tuning_db = argv[++i];
+        else if (strcmp(x, "--tune") == 0) a->tune = true;
         else if ((strcmp(x, "--threads") == 0 || strcmp(x, "--warmup") == 0 || strcmp(x, "--iterations") == 0) &&
                  has_val) {
             char *end;
@@ -483,8 +503,13 @@ static int parse_args(const char *cmd, int argc, char **argv, cli_args *a)
         else if (!a->path) a->path = x;
         else return usage_error(cmd, "unexpected argument '%s'", x);
     }
-    if (a->target && strcmp(a->target, "c") != 0 && strcmp(a->target, "interp") != 0)
-        return usage_error(cmd, "unknown target '%s' (known: c, interp)", a->target);
+    if (a->target && strcmp(a->target, "c") != 0 && strcmp(a->target, "cuda") != 0 && strcmp(a->target, "interp") != 0)
+        return usage_error(cmd, "unknown target '%s' (known: c, cuda, interp)", a->target);
+    if (a->precision && strcmp(a->precision, "fp32") != 0 && strcmp(a->precision, "fp16") != 0 &&
+        strcmp(a->precision, "bf16") != 0)
+        return usage_error(cmd, "unknown precision '%s' (fp32, fp16 or bf16)", a->precision);
+    if ((a->precision || a->tune) && !(a->target && strcmp(a->target, "cuda") == 0))
+        return usage_error(cmd, "%s", "--precision and --tune need --target cuda");
     return -1;
 }
 
@@ -625,13 +650,30 @@ static void progress_line(void *user, const char *line)
     if (!*(const bool *)user) fprintf(stderr, "kiln: %s\n", line);
 }
 
+/* The target a model compiles for: --target, else c. */
+static const char *target_of(const cli_args *a)
+{
+    return a->target && strcmp(a->target, "interp") != 0 ? a->target : "c";
+}
+
+/* "c target, 2 threads" / "cuda target, fp16": where a model runs, for reports. */
+static const char *where(const kiln_rt_model *rm, const cli_args *a, char *buf, size_t n)
+{
+    if (strcmp(kiln_rt_target(rm), "cuda") == 0)
+        snprintf(buf, n, "cuda target, %s", a->precision ? a->precision : "fp32");
+    else
+        snprintf(buf, n, "c target, %d thread%s", kiln_rt_num_threads(rm), kiln_rt_num_threads(rm) == 1 ? "" : "s");
+    return buf;
+}
+
 static kiln_status compile_model(ir_model *m, const cli_args *a, const char *out_path, api_compile_report *rep,
                                  base_diag *d)
 {
     bool quiet = a->quiet || a->json;
-    api_compile_opts o = {.target = "c", .n_threads = a->threads > 0 ? a->threads : 1, .emit_dir = a->emit_dir,
-                          .meta = a->path ? a->path : "embedded default model", .progress = progress_line,
-                          .progress_user = &quiet};
+    api_compile_opts o = {.target = target_of(a), .n_threads = a->threads > 0 ? a->threads : 1,
+                          .emit_dir = a->emit_dir, .meta = a->path ? a->path : "embedded default model",
+                          .progress = progress_line, .progress_user = &quiet, .precision = a->precision,
+                          .tune = a->tune, .tuning_db = a->tuning_db};
     return api_compile(m, &o, out_path, rep, d);
 }
 
@@ -693,12 +735,13 @@ static void print_summary(const char *name, const ir_tensor *t)
 }
 
 /* Compares outputs with the interpreter's; prints a table; false on mismatch. */
-static bool compare_outputs(const ir_graph *g, const ir_tensor *got, const ir_tensor *want, bool quiet)
+static bool compare_outputs(const ir_graph *g, const ir_tensor *got, const ir_tensor *want, const char *precision,
+                            bool quiet)
 {
     bool all_ok = true;
     if (!quiet) printf("check against the reference interpreter\n");
     for (int i = 0; i < g->n_outputs; i++) {
-        api_tolerance tol = api_tolerance_for(want[i].dtype);
+        api_tolerance tol = api_tolerance_for_precision(want[i].dtype, precision);
         api_compare c = api_compare_tensors(&got[i], &want[i], tol);
         bool ok = c.shape_ok && c.n_bad == 0;
         all_ok &= ok;
@@ -770,6 +813,9 @@ static int cmd_run(int argc, char **argv)
     if (is_artifact(a.path)) return run_artifact(&a);
     bool interp = a.target && strcmp(a.target, "interp") == 0;
     if (!a.path) a.check = true; /* the embedded model checks itself */
+    /* the main job: the embedded model runs on the GPU when there is one */
+    if (!a.path && !a.target && rt_cuda_device_count() > 0) a.target = "cuda";
+    char wbuf[96];
     const char *what = a.path ? a.path : "embedded default model";
     base_diag d;
     base_diag_init(&d);
@@ -805,17 +851,16 @@ static int cmd_run(int argc, char **argv)
             for (int i = 0; i < g->n_inputs; i++) print_summary(g->inputs[i]->name, &ins[i]);
             if (interp) printf("outputs (reference interpreter, %.3f ms)\n", (t1 - t0) * 1e3);
             else
-                printf("compiled for the c target in %.2f s: %d stages, %d nodes in fallback segments; arena %.2f MB\n"
-                       "outputs (c target, %d thread%s: %.3f ms; first run %.3f ms)\n",
-                       rep.seconds_total, rep.n_stages, rep.n_fallback_nodes, (double)rep.arena_bytes / 1e6,
-                       kiln_rt_num_threads(rm), kiln_rt_num_threads(rm) == 1 ? "" : "s", (t1 - t0) * 1e3,
-                       first * 1e3);
+                printf("compiled for the %s target in %.2f s: %d stages, %d nodes in fallback segments; arena %.2f MB\n"
+                       "outputs (%s, %.3f ms; first run %.3f ms)\n",
+                       target_of(&a), rep.seconds_total, rep.n_stages, rep.n_fallback_nodes,
+                       (double)rep.arena_bytes / 1e6, where(rm, &a, wbuf, sizeof(wbuf)), (t1 - t0) * 1e3, first * 1e3);
             for (int i = 0; i < g->n_outputs; i++) print_summary(g->outputs[i]->name, &outs[i]);
         }
         if (a.check && !interp) {
             ir_interp_opts opts = {.seed = a.seed};
             st = ir_interp_run(g, ins, ref, &opts, &d);
-            if (st == KILN_OK) same = compare_outputs(g, outs, ref, a.quiet);
+            if (st == KILN_OK) same = compare_outputs(g, outs, ref, a.precision, a.quiet);
         }
         if (st == KILN_OK && a.out_path) {
             const char *names[IR_EVAL_MAX_IO] = {0};
@@ -842,7 +887,7 @@ static int cmd_compile(int argc, char **argv)
     if (rc >= 0) return rc;
     if (!a.path) return usage_error("compile", "%s", "a MODEL is required");
     if (!a.artifact_out) return usage_error("compile", "%s", "-o OUT.kiln is required");
-    if (a.target && strcmp(a.target, "c") != 0) return usage_error("compile", "target '%s' cannot be compiled", a.target);
+    if (a.target && strcmp(a.target, "interp") == 0) return usage_error("compile", "target '%s' cannot be compiled", a.target);
     base_diag d;
     base_diag_init(&d);
     ir_model *m = NULL;
@@ -852,8 +897,8 @@ static int cmd_compile(int argc, char **argv)
     if (st == KILN_OK) st = bind_shapes(m->graph, a.shapes, a.n_shapes, NULL, &d);
     if (st == KILN_OK) st = compile_model(m, &a, a.artifact_out, &rep, &d);
     if (st == KILN_OK && !a.quiet) {
-        printf("compiled %s -> %s in %.2f s (partition %.2f s, C build %.2f s)\n", a.path, a.artifact_out,
-               rep.seconds_total, rep.seconds_partition, rep.seconds_build);
+        printf("compiled %s -> %s for %s in %.2f s (partition %.2f s, code build %.2f s)\n", a.path, a.artifact_out,
+               target_of(&a), rep.seconds_total, rep.seconds_partition, rep.seconds_build);
         printf("  stages %d:", rep.n_stages);
         for (int k = 0; k < SCHED_GROUP_KIND_COUNT; k++)
             if (rep.n_groups_by_kind[k]) printf(" %s %d", sched_group_kind_name((sched_group_kind)k), rep.n_groups_by_kind[k]);
@@ -963,15 +1008,16 @@ static int cmd_bench(int argc, char **argv)
         getrusage(RUSAGE_SELF, &ru);
         double peak_mb = (double)ru.ru_maxrss / 1024.0;
         int threads = kiln_rt_num_threads(rm);
+        char wbuf[96];
         if (a.json)
-            printf("{\"model\": \"%s\", \"threads\": %d, \"compile_s\": %.3f, \"first_run_ms\": %.3f, "
+            printf("{\"model\": \"%s\", \"target\": \"%s\", \"threads\": %d, \"compile_s\": %.3f, \"first_run_ms\": %.3f, "
                    "\"min_ms\": %.4f, \"median_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, "
                    "\"throughput_per_s\": %.2f, \"iterations\": %d, \"peak_rss_mb\": %.1f, "
                    "\"arena_mb\": %.3f, \"fallback_nodes\": %d}\n",
-                   a.path, threads, rep.seconds_total, first * 1e3, mn * 1e3, med * 1e3, p90 * 1e3, p99 * 1e3,
+                   a.path, kiln_rt_target(rm), threads, rep.seconds_total, first * 1e3, mn * 1e3, med * 1e3, p90 * 1e3, p99 * 1e3,
                    1.0 / med, n, peak_mb, (double)kiln_rt_arena_bytes(rm) / 1e6, rep.n_fallback_nodes);
         else {
-            printf("bench %s (c target, %d thread%s)\n", a.path, threads, threads == 1 ? "" : "s");
+            printf("bench %s (%s)\n", a.path, where(rm, &a, wbuf, sizeof(wbuf)));
             if (a.profile) print_profile(rm, &a, ins, outs, &d);
             if (compiled) printf("  compile      %.2f s (%d nodes in fallback segments)\n", rep.seconds_total, rep.n_fallback_nodes);
             printf("  first run    %.3f ms\n  latency      min %.3f  median %.3f  p90 %.3f  p99 %.3f ms (%d runs after %d warm-up)\n"
@@ -1011,9 +1057,9 @@ static int cmd_verify(int argc, char **argv)
     if (st == KILN_OK) st = ir_interp_run(m->graph, ins, ref, &opts, &d);
     bool same = false;
     if (st == KILN_OK) {
-        printf("verify %s: c target (%d stages, %d nodes in fallback segments) against the reference interpreter\n",
-               a.path, rep.n_stages, rep.n_fallback_nodes);
-        same = compare_outputs(m->graph, outs, ref, false);
+        printf("verify %s: %s target (%d stages, %d nodes in fallback segments) against the reference interpreter\n",
+               a.path, target_of(&a), rep.n_stages, rep.n_fallback_nodes);
+        same = compare_outputs(m->graph, outs, ref, a.precision, false);
         printf("%s\n", same ? "PASS" : "FAIL");
     }
     rc = st != KILN_OK ? fail(st, &d, a.path) : same ? 0 : 9;

@@ -81,7 +81,7 @@ kiln_status api_compile(ir_model *m, const api_compile_opts *o, const char *out_
     memset(rep, 0, sizeof(*rep));
     ir_graph *g = m->graph;
     const target *t = target_lookup(o->target ? o->target : "c");
-    if (!t) return base_diag_add(d, KILN_ERR_INVALID_ARG, "unknown target '%s' (known: c)", o->target);
+    if (!t) return base_diag_add(d, KILN_ERR_INVALID_ARG, "unknown target '%s' (known: c, cuda)", o->target);
     for (int i = 0; i < g->n_values; i++) { /* sizes of inferred values */
         ir_value *v = g->values[i];
         if (v->shape_known && !v->is_const) v->t.nbytes = (size_t)ir_numel(&v->t) * ir_dtype_size(v->t.dtype);
@@ -123,7 +123,8 @@ kiln_status api_compile(ir_model *m, const api_compile_opts *o, const char *out_
     }
     /* code */
     target_options to = {.n_threads = o->n_threads > 0 ? o->n_threads : 1, .emit_dir = o->emit_dir,
-                         .progress = o->progress, .progress_user = o->progress_user};
+                         .progress = o->progress, .progress_user = o->progress_user, .precision = o->precision,
+                         .tune = o->tune, .tuning_db = o->tuning_db, .weights = weights};
     double tb = now_s();
     st = t->build(g, &p, &to, &out, d);
     rep->seconds_build = now_s() - tb;
@@ -175,7 +176,7 @@ kiln_status api_compile(ir_model *m, const api_compile_opts *o, const char *out_
         .scratch_bytes = 0, /* the code reports its scratch needs when it loads */
         .code = out.code,
         .code_bytes = out.code_bytes,
-        .weights = weights,
+        .weights = out.weights ? out.weights : weights,
         .weight_bytes = p.weight_bytes,
         .n_segments = out.n_segments,
         .segments = segs,

@@ -8,12 +8,15 @@
 #include "target/target.h"
 
 typedef struct api_compile_opts {
-    const char *target;  /* "c" */
+    const char *target;  /* "c" (default) or "cuda" */
     int n_threads;       /* the vEUs the program is tuned for */
     const char *emit_dir;
     const char *meta;    /* free text stored in the artifact */
     void (*progress)(void *user, const char *line);
     void *progress_user;
+    const char *precision; /* cuda: "fp32" (default), "fp16", "bf16" */
+    bool tune;             /* cuda: time template candidates on the device */
+    const char *tuning_db; /* cuda: NULL for the default database */
 } api_compile_opts;
 
 /* What compiling found, for reports. */

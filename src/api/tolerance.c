@@ -4,6 +4,7 @@
 #include "api/tolerance.h"
 
 #include <math.h>
+#include <string.h>
 
 api_tolerance api_tolerance_for(kiln_dtype t)
 {
@@ -14,6 +15,17 @@ api_tolerance api_tolerance_for(kiln_dtype t)
     case KILN_BF16: return (api_tolerance){5e-2, 1e-2};
     default: return (api_tolerance){0, 0};
     }
+}
+
+api_tolerance api_tolerance_for_precision(kiln_dtype t, const char *precision)
+{
+    api_tolerance tol = api_tolerance_for(t);
+    if (!ir_dtype_is_float(t) || !precision) return tol;
+    kiln_dtype storage = strcmp(precision, "fp16") == 0 ? KILN_F16 : strcmp(precision, "bf16") == 0 ? KILN_BF16 : t;
+    api_tolerance s = api_tolerance_for(storage);
+    if (s.rtol > tol.rtol) tol.rtol = s.rtol;
+    if (s.atol > tol.atol) tol.atol = s.atol;
+    return tol;
 }
 
 api_compare api_compare_tensors(const ir_tensor *got, const ir_tensor *want, api_tolerance tol)

@@ -14,6 +14,10 @@ typedef struct api_tolerance {
 } api_tolerance;
 
 api_tolerance api_tolerance_for(kiln_dtype t);
+/* The tolerance for a float output of dtype t computed with 16-bit storage
+ * (precision "fp16" / "bf16", the cuda target's --precision): the looser of
+ * t's and the storage type's. NULL or "fp32": api_tolerance_for(t). */
+api_tolerance api_tolerance_for_precision(kiln_dtype t, const char *precision);
 
 /* Compares got with want (same dtype and shape required); fills the
  * largest absolute and relative errors and the count of elements outside

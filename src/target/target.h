@@ -18,6 +18,11 @@ typedef struct target_options {
     bool verbose;            /* progress lines to the progress callback */
     void (*progress)(void *user, const char *line); /* optional */
     void *progress_user;
+    /* GPU targets */
+    const char *precision;   /* "fp32" (default), "fp16" or "bf16": storage of float activations and weights */
+    bool tune;               /* time template candidates on the device (Bolt's profiler) */
+    const char *tuning_db;   /* SQLite file; NULL: $KILN_TUNING_DB or ~/.cache/kiln/tuning.db */
+    const void *weights;     /* the planned weights blob (the model's dtypes), weight_bytes long */
 } target_options;
 
 /* What building produced: the code for the artifact and its fallback
@@ -34,9 +39,16 @@ typedef struct target_output {
     const char *isa;         /* what the code needs from the CPU */
     target_segment *segments;
     int n_segments;
+    void *weights;           /* non-NULL: replaces the weights blob (base_malloc'd, same size):
+                                the cuda target stores float32 weights in 16 bits */
 } target_output;
 
 void target_output_free(target_output *o);
+
+/* Adds group grp (run by the reference interpreter) to o's segments: its
+ * nodes exported as an ONNX model whose inputs are the group's non-constant
+ * inputs. OUT: *index, the segment's position. */
+kiln_status target_add_segment(target_output *o, const ir_graph *g, const sched_group *grp, int *index, base_diag *d);
 
 typedef struct target {
     const char *name;
@@ -52,5 +64,6 @@ typedef struct target {
 const target *target_lookup(const char *name);
 
 extern const target target_c;
+extern const target target_cuda;
 
 #endif

@@ -201,32 +201,14 @@ static kiln_status plan_barriers(const c_emitter *e, int *wait)
 
 static kiln_status emit_fallback(c_emitter *e, const sched_group *grp)
 {
-    target_output *o = e->out;
-    ir_value **ins = base_malloc(((size_t)grp->n_in + 1) * sizeof(ir_value *));
-    if (!ins) return KILN_ERR_OOM;
-    int n_ins = 0;
-    for (int i = 0; i < grp->n_in; i++)
-        if (!grp->in[i]->is_const) ins[n_ins++] = grp->in[i];
-    target_segment *segs = base_realloc(o->segments, ((size_t)o->n_segments + 1) * sizeof(target_segment));
-    if (!segs) {
-        base_free(ins);
-        return KILN_ERR_OOM;
-    }
-    o->segments = segs;
-    target_segment *seg = &o->segments[o->n_segments];
-    memset(seg, 0, sizeof(*seg));
-    kiln_status st = onnx_export_nodes(e->g, grp->nodes, grp->n_nodes, ins, n_ins, grp->out, grp->n_out, &seg->onnx,
-                                       &seg->onnx_bytes, e->d);
-    base_free(ins);
-    if (st != KILN_OK) return st;
-    seg->group = grp->id;
+    int seg;
+    KILN_TRY(target_add_segment(e->out, e->g, grp, &seg, e->d));
     base_str_printf(&e->ops,
                     "/* group %d (fallback segment %d, reference interpreter): %s */\n"
                     "static void op_%d(const kiln_cctx *c, int t)\n{\n    (void)t;\n"
                     "    c->host->run_segment(c->host, c, %d);\n}\n\n",
-                    grp->id, o->n_segments, grp->name, grp->id, o->n_segments);
+                    grp->id, seg, grp->name, grp->id, seg);
     base_str_printf(&e->init, "    stages[%d].n_rtasks = 1;\n", grp->id);
-    o->n_segments++;
     return KILN_OK;
 }
 

@@ -1,0 +1,123 @@
+/*
+ * gprog.h: the CUDA program of a `.kiln` artifact of target "cuda": what
+ * the CODE section holds, and the context every generated kernel receives.
+ *
+ * Generated code (target/cuda/) is one CUDA C file per model. Each group is
+ * an rOperator, a device function computing rTask t of the group with one
+ * thread block (Rammer 3.1):
+ *
+ *     __device__ void op_12(const kiln_gctx *c, int t);
+ *
+ * and, for --schedule=kernels, a kernel looping over the rTasks:
+ *
+ *     extern "C" __global__ void k_12(const kiln_gctx *c)
+ *     { for (int t = blockIdx.x; t < N; t += gridDim.x) op_12(c, t); }
+ *
+ * The program is the ordered list of launches: kernels (name, grid, block,
+ * dynamic shared memory) and host segments (ops whose output shape depends
+ * on data, run by the reference interpreter on the host between kernels).
+ *
+ * Addresses. Activations live at planned offsets in `arena`, constants at
+ * offsets in `weights` (uploaded once), model inputs and outputs at io[i];
+ * generated code bakes the offsets in. With --precision fp16/bf16 a float32
+ * value in the arena or the weights holds 16-bit elements at the same
+ * offset (half of its planned bytes used); model inputs and outputs keep
+ * their model dtype.
+ *
+ * Faults. A kernel that meets bad data (an index out of range) records the
+ * first fault in fail[0] (a KILN_GFAULT_* code) and fail[1] (the launch
+ * index); the runtime turns it into an error naming the group.
+ *
+ * CODE section layout (little-endian, every field checked by the reader):
+ *
+ *     0   char magic[8]          "KGPROG1\0"
+ *     8   u32  precision         KILN_GPREC_*
+ *     12  u32  n_images
+ *     16  u32  n_launches
+ *     20  u32  max_smem          the largest dynamic shared memory of any launch
+ *     24  u64  arena_bytes       = the artifact's plan
+ *     32  u64  weight_bytes      = the artifact's weights section
+ *     40  images:   n_images x {u32 sm (80, 90...), u32 arch_specific (1: sm_90a),
+ *                               u64 bytes, the cubin, zero padding to 8 bytes}
+ *         launches: n_launches x {i32 segment (-1: a kernel), u32 grid, u32 block,
+ *                                 u32 smem, u32 name_bytes, name, u32 label_bytes,
+ *                                 label, zero padding to 4 bytes}
+ *
+ * A kernel launch names its extern "C" kernel; `label` is the group's name
+ * (the ONNX nodes it computes), used in profiles and error messages. A host
+ * segment launch gives the index into the artifact's SEGMENTS and leaves
+ * name empty, grid/block/smem 0.
+ */
+#ifndef KILN_RUNTIME_GPROG_H
+#define KILN_RUNTIME_GPROG_H
+
+#include "base/base.h"
+
+#define KILN_GPROG_MAGIC "KGPROG1"   /* 8 bytes with the NUL */
+#define KILN_GPROG_MAX_IMAGES 16
+#define KILN_GPROG_MAX_LAUNCHES (1 << 20)
+#define KILN_GPROG_MAX_NAME 4096
+#define KILN_GPROG_MAX_BLOCK 1024
+#define KILN_GPROG_MAX_SMEM (228 * 1024)
+
+typedef enum kiln_gprec { KILN_GPREC_FP32 = 0, KILN_GPREC_FP16 = 1, KILN_GPREC_BF16 = 2 } kiln_gprec;
+
+/* Fault codes kernels write into fail[0]. */
+enum {
+    KILN_GFAULT_NONE = 0,
+    KILN_GFAULT_INDEX = 1,    /* a gather/scatter index out of range */
+    KILN_GFAULT_VALUE = 2,    /* a value the op does not accept (a zero integer divisor...) */
+    KILN_GFAULT_TIMEOUT = 3,  /* a wait's watchdog expired (persistent kernels) */
+};
+
+/* What every kernel receives (one pointer to it in device memory). The
+ * device-side copy of this struct is in target/cuda/kernels/kg.h; the
+ * layout is four 8-byte pointers. */
+typedef struct kiln_gctx {
+    uint64_t arena;    /* unsigned char * */
+    uint64_t weights;  /* const unsigned char * */
+    uint64_t io;       /* void *const *: n_inputs + n_outputs device pointers */
+    uint64_t fail;     /* unsigned int[2], zeroed before each run */
+} kiln_gctx;
+
+typedef struct rt_gimage {
+    int sm;            /* 80 for sm_80, 90 for sm_90 / sm_90a */
+    int arch_specific; /* 1: built for sm_90a (only that exact architecture runs it) */
+    const void *cubin;
+    size_t bytes;
+} rt_gimage;
+
+typedef struct rt_glaunch {
+    int segment;       /* -1: a kernel; else a host segment's index */
+    unsigned grid, block, smem;
+    const char *name;  /* the kernel ("k_12"); "" for segments */
+    const char *label; /* the group's name */
+} rt_glaunch;
+
+typedef struct rt_gprog {
+    kiln_gprec precision;
+    int n_images;
+    rt_gimage *images;
+    int n_launches;
+    rt_glaunch *launches;
+    unsigned max_smem;
+    uint64_t arena_bytes, weight_bytes;
+    base_arena arena;  /* owns the arrays and strings (cubins point into the buffer read) */
+} rt_gprog;
+
+/* Encodes p into *buf (base_free it), *n bytes. */
+kiln_status rt_gprog_encode(const rt_gprog *p, void **buf, size_t *n, base_diag *d);
+/* Parses a CODE section; cubins point into buf. OUT: *out, free with
+ * rt_gprog_free (also after a failure). Malformed: KILN_ERR_INVALID_MODEL
+ * naming the field and byte offset. */
+kiln_status rt_gprog_decode(const void *buf, size_t n, rt_gprog *out, base_diag *d);
+void rt_gprog_free(rt_gprog *p);
+
+/* The image for a device of compute capability major.minor: an exact
+ * arch-specific match first (sm_90a on 9.0), else the newest generic image
+ * not newer than the device; NULL when none runs there. */
+const rt_gimage *rt_gprog_pick_image(const rt_gprog *p, int major, int minor);
+
+const char *rt_gprec_name(kiln_gprec p); /* "fp32", "fp16", "bf16" */
+
+#endif

@@ -1,0 +1,143 @@
+/*
+ * cuda-impl.h: what the `cuda` target's files share: the emitter state, the
+ * helpers every group emitter uses (typed pointers, loads and stores in the
+ * storage precision), the per-group emitters (emit_*.c) and the tuner.
+ *
+ * Every group becomes one rOperator (runtime/gprog.h):
+ *
+ *     __device__ void op_<id>(const kiln_gctx *c, int t)   // rTask t, one block
+ *
+ * appended to e->code by the group's emitter, which also fills a cg_op:
+ * how many rTasks, how many threads per block, how much dynamic shared
+ * memory. emit.c then writes the kernel `k_<id>` that loops over the rTasks,
+ * and the launch. Rules for rOperators:
+ *   - every thread of the block calls op_<id> for every t (the loop is
+ *     uniform), so __syncthreads() inside is fine; threads with no work in
+ *     an rTask must still reach every __syncthreads();
+ *   - the rTask reads only blockDim.x (== cg_op.block), threadIdx.x, t and
+ *     kg_smem (cg_op.smem_bytes of it): never blockIdx / gridDim, so the same
+ *     function runs in a persistent kernel (--schedule=mono, later);
+ *   - a comment before the function names the ONNX nodes (cg_comment).
+ */
+#ifndef KILN_TARGET_CUDA_IMPL_H
+#define KILN_TARGET_CUDA_IMPL_H
+
+#include "runtime/gprog.h"
+#include "target/target.h"
+
+typedef struct cg_op {
+    int64_t n_rtasks;  /* 1 .. INT32_MAX */
+    int block;         /* threads per block: a multiple of 32, 32 .. 1024 */
+    int smem_bytes;    /* dynamic shared memory per rTask (0 .. 227 KB) */
+} cg_op;
+
+/* The GPU the code is tuned for (the compiling machine's device 0, else a
+ * default: an H100-like sm_90 with 132 SMs). */
+typedef struct cg_gpu {
+    int sm_major, sm_minor;
+    int n_sms;
+    int smem_per_block_optin;  /* bytes */
+    int l2_bytes;
+    bool present;              /* a device is here: the tuner can time on it */
+} cg_gpu;
+
+typedef struct cg_tuner cg_tuner;
+
+typedef struct cg_emitter {
+    const ir_graph *g;
+    const sched_program *p;
+    const target_options *o;
+    base_diag *d;
+    kiln_gprec prec;
+    kiln_dtype *store;       /* per value id of g: the dtype its bytes hold at run time */
+    base_str code;           /* the rOperators and kernels, in group order */
+    cg_gpu gpu;
+    cg_tuner *tuner;         /* NULL: choose by heuristics only */
+    int launch;              /* index of the launch being emitted (for kg_fault) */
+    int need[32];            /* cg_kernel_sources indices the program includes, in order */
+    int n_need;
+} cg_emitter;
+
+/* ---- helpers (emit.c) --------------------------------------------------------- */
+
+/* The CUDA type a dtype is stored as ("float", "__half", "__nv_bfloat16",
+ * "kg_i64", "kg_u8" for bool...); NULL when the target does not handle it. */
+const char *cg_type(kiln_dtype t);
+/* The dtype v's bytes hold at run time: its own, except float32 values in
+ * the arena or the weights under --precision fp16/bf16. */
+kiln_dtype cg_store(const cg_emitter *e, const ir_value *v);
+/* Whether v is a floating-point value (computed in float whatever its storage). */
+bool cg_is_float(kiln_dtype t);
+/* A pointer expression of v's storage type to its data:
+ * "((const __half *)(c->weights + 4096))", "((float *)c->io[3])". */
+const char *cg_ptr(const cg_emitter *e, const ir_value *v, char *buf, size_t n);
+/* The value of element `index` (a C expression) of v, in its compute type
+ * (float for every float storage; the integer type otherwise):
+ * "kg_ld_f16(((const __half *)(c->arena + 64)) + (i))". */
+const char *cg_load(const cg_emitter *e, const ir_value *v, const char *index, char *buf, size_t n);
+/* Appends "kg_st_f16(<ptr> + (index), value);\n" (or a plain store) to s. */
+void cg_store_stmt(const cg_emitter *e, base_str *s, const ir_value *v, const char *index, const char *value);
+/* Load/store helper names for a storage dtype: "kg_ld_f16" / "kg_st_f16";
+ * NULL for non-float dtypes (plain loads and stores). */
+const char *cg_ld_fn(kiln_dtype store);
+const char *cg_st_fn(kiln_dtype store);
+/* "/ * conv1+relu1 * /" line naming the group's ONNX nodes, safe in a comment. */
+void cg_comment(base_str *s, const sched_group *grp);
+/* A float literal that round-trips ("0x1.8p+1f", "__int_as_float(0x7f800000)"). */
+const char *cg_float_lit(double v, char *buf, size_t n);
+/* Appends a statement recording fault `code` (KG_FAULT_*) for this launch. */
+void cg_fault_stmt(const cg_emitter *e, base_str *s, const char *code);
+
+/* ---- what compiles, by group kind (emit_*.c) ------------------------------------ */
+
+bool cg_can_contract(const ir_node *n);   /* Conv, MatMul, Gemm */
+bool cg_can_pool(const ir_node *n);       /* MaxPool, AveragePool */
+bool cg_can_rows(const ir_node *n);       /* Softmax, LogSoftmax, LayerNormalization, GlobalAveragePool */
+bool cg_can_elementwise(const ir_node *n);
+bool cg_can_move(const ir_node *n);       /* Transpose, Concat, Slice, Gather, Reduce*, ... */
+
+/* ---- the emitters: each appends op_<grp->id> to e->code and fills *op ------------- */
+
+kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op);
+kiln_status cg_emit_gemm(cg_emitter *e, const sched_group *grp, cg_op *op);
+kiln_status cg_emit_pool(cg_emitter *e, const sched_group *grp, cg_op *op);
+kiln_status cg_emit_rows(cg_emitter *e, const sched_group *grp, cg_op *op);
+kiln_status cg_emit_elementwise(cg_emitter *e, const sched_group *grp, cg_op *op);
+kiln_status cg_emit_move(cg_emitter *e, const sched_group *grp, cg_op *op);
+
+/* ---- the device templates, as text (build/gen/kg_sources.c from kernels/) ---------- */
+
+typedef struct cg_source {
+    const char *name; /* "kg.h", "kg_gemm.cuh", ... */
+    const char *text;
+} cg_source;
+extern const cg_source cg_kernel_sources[];
+extern const int cg_kernel_sources_count;
+
+/* Asks for a template file in the generated source (once per model, in the
+ * order first asked): cg_need(e, "kg_gemm.cuh"). */
+kiln_status cg_need(cg_emitter *e, const char *file);
+/* Appends the prelude of a program: kg.h, then every file asked for so far. */
+kiln_status cg_prelude(const cg_emitter *e, base_str *out);
+
+/* ---- tuning (tune.c; Bolt 3.2.2) ------------------------------------------------------
+ *
+ * A template with parameters (tiles, stages, split-K) offers n_cands
+ * configurations of one group. cg_tune_choose returns the one to use:
+ *   - the winner stored in the tuning database for (GPU, driver, kiln
+ *     version, key), when there is one;
+ *   - else, when tuning is on (target_options.tune) and a device is here,
+ *     it emits each candidate with emit_cand into a scratch program (the
+ *     group alone, its real offsets), compiles them with NVRTC, times each on
+ *     the device with the model's real weights and shapes, stores the
+ *     winner and returns it; progress lines go to the progress callback;
+ *   - else -1: the caller uses its heuristic choice.
+ * key: what identifies the work, independent of the group's position
+ * ("gemm f16 m=128 n=768 k=768 bias gelu"): identical groups are tuned once. */
+typedef kiln_status (*cg_emit_cand_fn)(cg_emitter *e, const sched_group *grp, int cand, cg_op *op);
+int cg_tune_choose(cg_emitter *e, const sched_group *grp, const char *key, int n_cands, cg_emit_cand_fn emit_cand);
+
+kiln_status cg_tuner_open(cg_emitter *e, const void *weights, cg_tuner **out, base_diag *d);
+void cg_tuner_close(cg_tuner *t);
+
+#endif

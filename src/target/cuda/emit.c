@@ -1,0 +1,521 @@
+/*
+ * emit.c: the `cuda` target (DESIGN.md "Execution on a GPU",
+ * --schedule=kernels): generated CUDA C for a partitioned, planned graph.
+ *
+ * One .cu file per model: the prelude (kernels/kg.h and the templates the
+ * groups ask for), then per group an rOperator `op_<id>(c, t)` computing
+ * rTask t with one thread block (emit_*.c) and a kernel `k_<id>` looping
+ * over the rTasks. The program is the list of launches in group order,
+ * replayed by the runtime as one CUDA graph; groups whose output shape
+ * depends on data run as host segments between kernels. NVRTC builds the
+ * file for sm_80 and sm_90a; both cubins travel in the artifact and the
+ * runtime picks the one the device runs (runtime/gprog.h).
+ *
+ * Precision: under fp16/bf16 float32 activations and weights are stored in
+ * 16 bits at their planned offsets (cg_store), the weights converted here
+ * once; values a host segment reads or writes keep their model dtype, and
+ * so do the model's inputs and outputs.
+ */
+#include "target/cuda/cuda-impl.h"
+
+#include "runtime/cuda.h"
+#include "target/cuda/nvrtc.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Kernels never ask for more blocks than this; they loop over the rest. */
+#define MAX_GRID (1 << 20)
+
+/* ---- helpers for the emitters ----------------------------------------------------- */
+
+bool cg_is_float(kiln_dtype t) { return t == KILN_F32 || t == KILN_F16 || t == KILN_BF16 || t == KILN_F64; }
+
+const char *cg_type(kiln_dtype t)
+{
+    switch (t) {
+    case KILN_F32: return "float";
+    case KILN_F64: return "double";
+    case KILN_F16: return "__half";
+    case KILN_BF16: return "__nv_bfloat16";
+    case KILN_I64: return "kg_i64";
+    case KILN_I32: return "kg_i32";
+    case KILN_I16: return "kg_i16";
+    case KILN_I8: return "kg_i8";
+    case KILN_U8: return "kg_u8";
+    case KILN_U16: return "kg_u16";
+    case KILN_U32: return "kg_u32";
+    case KILN_U64: return "kg_u64";
+    case KILN_BOOL: return "kg_u8";
+    default: return NULL;
+    }
+}
+
+kiln_dtype cg_store(const cg_emitter *e, const ir_value *v)
+{
+    if (v->graph == e->g && e->store) return e->store[v->id];
+    return v->t.dtype;
+}
+
+const char *cg_ld_fn(kiln_dtype store)
+{
+    switch (store) {
+    case KILN_F32: return "kg_ld_f32";
+    case KILN_F16: return "kg_ld_f16";
+    case KILN_BF16: return "kg_ld_bf16";
+    default: return NULL;
+    }
+}
+
+const char *cg_st_fn(kiln_dtype store)
+{
+    switch (store) {
+    case KILN_F32: return "kg_st_f32";
+    case KILN_F16: return "kg_st_f16";
+    case KILN_BF16: return "kg_st_bf16";
+    default: return NULL;
+    }
+}
+
+const char *cg_ptr(const cg_emitter *e, const ir_value *v, char *buf, size_t n)
+{
+    const sched_place *pl = &e->p->place[v->id];
+    const char *t = cg_type(cg_store(e, v));
+    KILN_ASSERT(t);
+    switch (pl->loc) {
+    case SCHED_LOC_ARENA: snprintf(buf, n, "((%s *)(c->arena + %llu))", t, (unsigned long long)pl->offset); break;
+    case SCHED_LOC_WEIGHTS:
+        snprintf(buf, n, "((const %s *)(c->weights + %llu))", t, (unsigned long long)pl->offset);
+        break;
+    case SCHED_LOC_INPUT: snprintf(buf, n, "((const %s *)c->io[%llu])", t, (unsigned long long)pl->offset); break;
+    case SCHED_LOC_OUTPUT: snprintf(buf, n, "((%s *)c->io[%d])", t, e->g->n_inputs + (int)pl->offset); break;
+    default: KILN_ASSERT(!"value without a place");
+    }
+    return buf;
+}
+
+const char *cg_load(const cg_emitter *e, const ir_value *v, const char *index, char *buf, size_t n)
+{
+    char p[160];
+    cg_ptr(e, v, p, sizeof(p));
+    const char *ld = cg_ld_fn(cg_store(e, v));
+    if (ld) snprintf(buf, n, "%s(%s + (%s))", ld, p, index);
+    else snprintf(buf, n, "%s[%s]", p, index);
+    return buf;
+}
+
+void cg_store_stmt(const cg_emitter *e, base_str *s, const ir_value *v, const char *index, const char *value)
+{
+    char p[160];
+    cg_ptr(e, v, p, sizeof(p));
+    const char *st = cg_st_fn(cg_store(e, v));
+    if (st) base_str_printf(s, "%s(%s + (%s), %s);\n", st, p, index, value);
+    else base_str_printf(s, "%s[%s] = %s;\n", p, index, value);
+}
+
+void cg_comment(base_str *s, const sched_group *grp)
+{
+    base_str_printf(s, "/* group %d (%s): ", grp->id, sched_group_kind_name(grp->kind));
+    for (const char *q = grp->name; *q; q++) {
+        if ((q[0] == '*' && q[1] == '/') || (q[0] == '/' && q[1] == '*')) base_str_cat(s, "?");
+        else if ((unsigned char)*q < 32) base_str_cat(s, "?");
+        else base_str_printf(s, "%c", *q);
+    }
+    base_str_cat(s, " */\n");
+}
+
+const char *cg_float_lit(double v, char *buf, size_t n)
+{
+    float f = (float)v;
+    if (f != f) snprintf(buf, n, "__int_as_float(0x7fc00000)");
+    else if (f > 3.4e38f) snprintf(buf, n, "__int_as_float(0x7f800000)");
+    else if (f < -3.4e38f) snprintf(buf, n, "__int_as_float((int)0xff800000u)");
+    else snprintf(buf, n, "(%af)", (double)f);
+    return buf;
+}
+
+void cg_fault_stmt(const cg_emitter *e, base_str *s, const char *code)
+{
+    base_str_printf(s, "kg_fault(c, %s, %du);\n", code, e->launch);
+}
+
+static int source_index(const char *file)
+{
+    for (int i = 0; i < cg_kernel_sources_count; i++)
+        if (strcmp(cg_kernel_sources[i].name, file) == 0) return i;
+    return -1;
+}
+
+kiln_status cg_need(cg_emitter *e, const char *file)
+{
+    int i = source_index(file);
+    if (i < 0) return base_diag_add(e->d, KILN_ERR_INTERNAL, "no CUDA template named '%s'", file);
+    for (int k = 0; k < e->n_need; k++)
+        if (e->need[k] == i) return KILN_OK;
+    if (e->n_need == (int)KILN_COUNT(e->need))
+        return base_diag_add(e->d, KILN_ERR_INTERNAL, "too many CUDA templates in one program");
+    e->need[e->n_need++] = i;
+    return KILN_OK;
+}
+
+kiln_status cg_prelude(const cg_emitter *e, base_str *out)
+{
+    int kg = source_index("kg.h");
+    if (kg < 0) return base_diag_add(e->d, KILN_ERR_INTERNAL, "the CUDA prelude kg.h is missing from the binary");
+    base_str_printf(out, "/* ---- kg.h ---- */\n%s\n", cg_kernel_sources[kg].text);
+    for (int k = 0; k < e->n_need; k++) {
+        if (e->need[k] == kg) continue;
+        base_str_printf(out, "/* ---- %s ---- */\n%s\n", cg_kernel_sources[e->need[k]].name,
+                        cg_kernel_sources[e->need[k]].text);
+    }
+    return out->oom ? KILN_ERR_OOM : KILN_OK;
+}
+
+/* ---- what compiles ---------------------------------------------------------------- */
+
+static bool cuda_can_compile(const ir_node *n)
+{
+    for (int j = 0; j < n->n_out; j++)
+        if (n->out[j] && (!n->out[j]->shape_known || !cg_type(n->out[j]->t.dtype))) return false;
+    for (int j = 0; j < n->n_in; j++)
+        if (n->in[j] && !cg_type(n->in[j]->t.dtype)) return false;
+    switch (n->op) {
+    case KILN_OP_CONV: case KILN_OP_MAT_MUL: case KILN_OP_GEMM: return cg_can_contract(n);
+    case KILN_OP_MAX_POOL: case KILN_OP_AVERAGE_POOL: return cg_can_pool(n);
+    case KILN_OP_SOFTMAX: case KILN_OP_LOG_SOFTMAX: case KILN_OP_LAYER_NORMALIZATION:
+    case KILN_OP_GLOBAL_AVERAGE_POOL:
+        return cg_can_rows(n);
+    case KILN_OP_RESHAPE: case KILN_OP_FLATTEN: case KILN_OP_SQUEEZE: case KILN_OP_UNSQUEEZE:
+    case KILN_OP_IDENTITY:
+        return true;
+    case KILN_OP_DROPOUT: return n->n_in < 3 || !n->in[2] || (n->in[2]->is_const && ir_get_f64(&n->in[2]->t, 0) == 0);
+    default:
+        if (n->op < KILN_OP_COUNT && (ir_ops[n->op].flags & IR_OPF_ELEMENTWISE)) return cg_can_elementwise(n);
+        return cg_can_move(n);
+    }
+}
+
+/* ---- storage precision ---------------------------------------------------------------- */
+
+static kiln_status parse_precision(const char *s, kiln_gprec *out, base_diag *d)
+{
+    if (!s || strcmp(s, "fp32") == 0) *out = KILN_GPREC_FP32;
+    else if (strcmp(s, "fp16") == 0) *out = KILN_GPREC_FP16;
+    else if (strcmp(s, "bf16") == 0) *out = KILN_GPREC_BF16;
+    else return base_diag_add(d, KILN_ERR_INVALID_ARG, "unknown precision '%s' (fp32, fp16 or bf16)", s);
+    return KILN_OK;
+}
+
+/* Which values hold 16-bit floats: float32 values in the arena or the
+ * weights, unless a host segment reads or writes them. */
+static kiln_status plan_storage(cg_emitter *e)
+{
+    const ir_graph *g = e->g;
+    e->store = base_calloc((size_t)g->n_values + 1, sizeof(kiln_dtype));
+    if (!e->store) return base_diag_add(e->d, KILN_ERR_OOM, "out of memory planning storage");
+    for (int i = 0; i < g->n_values; i++) e->store[i] = g->values[i]->t.dtype;
+    if (e->prec == KILN_GPREC_FP32) return KILN_OK;
+    kiln_dtype half = e->prec == KILN_GPREC_FP16 ? KILN_F16 : KILN_BF16;
+    bool *host = base_calloc((size_t)g->n_values + 1, sizeof(bool));
+    if (!host) return base_diag_add(e->d, KILN_ERR_OOM, "out of memory planning storage");
+    for (int s = 0; s < e->p->n_groups; s++) {
+        const sched_group *grp = e->p->groups[s];
+        if (grp->kind != SCHED_GROUP_FALLBACK) continue;
+        for (int i = 0; i < grp->n_in; i++)
+            if (grp->in[i]->graph == g) host[grp->in[i]->id] = true;
+        for (int i = 0; i < grp->n_out; i++)
+            if (grp->out[i]->graph == g) host[grp->out[i]->id] = true;
+    }
+    /* an alias shares its source's bytes: both sides must agree */
+    bool changed = true;
+    while (changed) {
+        changed = false;
+        for (int s = 0; s < e->p->n_groups; s++) {
+            const sched_group *grp = e->p->groups[s];
+            if (grp->kind != SCHED_GROUP_ALIAS) continue;
+            for (int k = 0; k < grp->n_nodes; k++) {
+                const ir_node *n = grp->nodes[k];
+                if (!n->in[0] || !n->out[0] || n->in[0]->graph != g) continue;
+                bool h = host[n->in[0]->id] || host[n->out[0]->id];
+                if (h && !(host[n->in[0]->id] && host[n->out[0]->id])) {
+                    host[n->in[0]->id] = host[n->out[0]->id] = true;
+                    changed = true;
+                }
+            }
+        }
+    }
+    for (int i = 0; i < g->n_values; i++) {
+        const sched_place *pl = &e->p->place[i];
+        if (g->values[i]->t.dtype == KILN_F32 && !host[i] &&
+            (pl->loc == SCHED_LOC_ARENA || pl->loc == SCHED_LOC_WEIGHTS))
+            e->store[i] = half;
+    }
+    base_free(host);
+    return KILN_OK;
+}
+
+/* The weights blob with 16-bit constants where cg_store says so. */
+static kiln_status convert_weights(cg_emitter *e, target_output *out)
+{
+    if (e->prec == KILN_GPREC_FP32 || !e->o->weights || e->p->weight_bytes == 0) return KILN_OK;
+    uint8_t *w = base_malloc(e->p->weight_bytes);
+    if (!w)
+        return base_diag_add(e->d, KILN_ERR_OOM, "out of memory converting %llu bytes of weights",
+                             (unsigned long long)e->p->weight_bytes);
+    memcpy(w, e->o->weights, e->p->weight_bytes);
+    for (int i = 0; i < e->g->n_values; i++) {
+        const ir_value *v = e->g->values[i];
+        if (e->p->place[i].loc != SCHED_LOC_WEIGHTS || e->store[i] == v->t.dtype) continue;
+        const float *src = (const float *)((const uint8_t *)e->o->weights + e->p->place[i].offset);
+        uint16_t *dst = (uint16_t *)(w + e->p->place[i].offset);
+        int64_t n = ir_numel(&v->t);
+        for (int64_t k = 0; k < n; k++) {
+            float f;
+            memcpy(&f, src + k, sizeof(f));
+            dst[k] = e->store[i] == KILN_F16 ? base_f32_to_f16(f) : base_f32_to_bf16(f);
+        }
+    }
+    out->weights = w;
+    return KILN_OK;
+}
+
+/* ---- the program ------------------------------------------------------------------------ */
+
+typedef struct program {
+    rt_glaunch *launches;
+    int n, cap;
+    base_arena names;
+} program;
+
+static kiln_status add_launch(cg_emitter *e, program *pr, int segment, const cg_op *op, const sched_group *grp)
+{
+    if (pr->n == pr->cap) {
+        int cap = pr->cap ? pr->cap * 2 : 64;
+        rt_glaunch *l = base_realloc(pr->launches, (size_t)cap * sizeof(*l));
+        if (!l) return base_diag_add(e->d, KILN_ERR_OOM, "out of memory listing launches");
+        pr->launches = l;
+        pr->cap = cap;
+    }
+    rt_glaunch *l = &pr->launches[pr->n];
+    memset(l, 0, sizeof(*l));
+    l->segment = segment;
+    char name[32] = "";
+    if (segment < 0) {
+        snprintf(name, sizeof(name), "k_%d", grp ? grp->id : e->p->n_groups);
+        int64_t grid = op->n_rtasks < MAX_GRID ? op->n_rtasks : MAX_GRID;
+        l->grid = (unsigned)grid;
+        l->block = (unsigned)op->block;
+        l->smem = (unsigned)op->smem_bytes;
+    }
+    l->name = base_arena_strdup(&pr->names, name);
+    l->label = base_arena_strdup(&pr->names, grp ? grp->name : "graph outputs copied from inputs or constants");
+    if (!l->name || !l->label) return base_diag_add(e->d, KILN_ERR_OOM, "out of memory listing launches");
+    pr->n++;
+    return KILN_OK;
+}
+
+static kiln_status check_op(cg_emitter *e, const sched_group *grp, const cg_op *op)
+{
+    if (op->n_rtasks < 1 || op->n_rtasks > INT32_MAX || op->block < 32 || op->block > 1024 || op->block % 32 ||
+        op->smem_bytes < 0 || op->smem_bytes > KILN_GPROG_MAX_SMEM)
+        return base_diag_add(e->d, KILN_ERR_INTERNAL,
+                             "group '%s': emitter asked for %lld rTasks of %d threads and %d bytes of shared memory",
+                             grp->name, (long long)op->n_rtasks, op->block, op->smem_bytes);
+    return KILN_OK;
+}
+
+static void emit_kernel(base_str *s, int id, const cg_op *op)
+{
+    base_str_printf(s,
+                    "extern \"C\" __global__ void __launch_bounds__(%d) k_%d(const kiln_gctx *c)\n{\n"
+                    "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, t);\n}\n\n",
+                    op->block, id, (long long)op->n_rtasks, id);
+}
+
+/* Graph outputs that no group writes (a model input or a constant passed
+ * through) are copied by one last kernel: rTask t copies elements
+ * t*256 + threadIdx.x + k*n_rtasks*256 of each. */
+static bool copied_output(const cg_emitter *e, int i)
+{
+    const sched_place *pl = &e->p->place[e->g->outputs[i]->id];
+    return !(pl->loc == SCHED_LOC_OUTPUT && pl->offset == (uint64_t)i);
+}
+
+static kiln_status emit_output_copies(cg_emitter *e, program *pr)
+{
+    int64_t most = 0;
+    for (int i = 0; i < e->g->n_outputs; i++)
+        if (copied_output(e, i) && (int64_t)e->g->outputs[i]->t.nbytes > most) most = (int64_t)e->g->outputs[i]->t.nbytes;
+    if (most == 0) return KILN_OK;
+    cg_op op = {.n_rtasks = (most + 4095) / 4096, .block = 256};
+    e->launch = pr->n;
+    base_str_printf(&e->code, "/* graph outputs copied from inputs or constants */\n"
+                              "static __device__ void op_%d(const kiln_gctx *c, int t)\n{\n",
+                    e->p->n_groups);
+    for (int i = 0; i < e->g->n_outputs; i++) {
+        if (!copied_output(e, i)) continue;
+        const ir_value *v = e->g->outputs[i];
+        char src[160];
+        cg_ptr(e, v, src, sizeof(src));
+        /* the source may be a 16-bit weight; the output has the model's dtype */
+        bool convert = cg_store(e, v) != v->t.dtype;
+        int64_t n = convert ? ir_numel(&v->t) : (int64_t)v->t.nbytes;
+        base_str_printf(&e->code,
+                        "    /* output %d */\n"
+                        "    for (kg_i64 i = (kg_i64)t * blockDim.x + threadIdx.x; i < %lldLL; i += %lldLL * blockDim.x)\n",
+                        i, (long long)n, (long long)op.n_rtasks);
+        if (convert)
+            base_str_printf(&e->code, "        ((float *)c->io[%d])[i] = %s(%s + i);\n", e->g->n_inputs + i,
+                            cg_ld_fn(cg_store(e, v)), src);
+        else
+            base_str_printf(&e->code, "        ((kg_u8 *)c->io[%d])[i] = ((const kg_u8 *)%s)[i];\n",
+                            e->g->n_inputs + i, src);
+    }
+    base_str_cat(&e->code, "}\n\n");
+    emit_kernel(&e->code, e->p->n_groups, &op);
+    return add_launch(e, pr, -1, &op, NULL);
+}
+
+static kiln_status emit_group(cg_emitter *e, program *pr, target_output *out, const sched_group *grp)
+{
+    cg_op op = {.block = 256};
+    kiln_status st;
+    e->launch = pr->n;
+    switch (grp->kind) {
+    case SCHED_GROUP_ALIAS: base_str_printf(&e->code, "/* group %d (alias, no code): %s */\n\n", grp->id, grp->name); return KILN_OK;
+    case SCHED_GROUP_FALLBACK: {
+        int seg;
+        KILN_TRY(target_add_segment(out, e->g, grp, &seg, e->d));
+        base_str_printf(&e->code, "/* group %d (host segment %d, reference interpreter): %s */\n\n", grp->id, seg,
+                        grp->name);
+        return add_launch(e, pr, seg, NULL, grp);
+    }
+    case SCHED_GROUP_CONV: st = cg_emit_conv(e, grp, &op); break;
+    case SCHED_GROUP_GEMM: st = cg_emit_gemm(e, grp, &op); break;
+    case SCHED_GROUP_POOL: st = cg_emit_pool(e, grp, &op); break;
+    case SCHED_GROUP_ROWS: st = cg_emit_rows(e, grp, &op); break;
+    case SCHED_GROUP_ELEMENTWISE: st = cg_emit_elementwise(e, grp, &op); break;
+    case SCHED_GROUP_MOVE: st = cg_emit_move(e, grp, &op); break;
+    default: return base_diag_add(e->d, KILN_ERR_INTERNAL, "group '%s': unknown kind %d", grp->name, grp->kind);
+    }
+    if (st != KILN_OK) return st;
+    KILN_TRY(check_op(e, grp, &op));
+    emit_kernel(&e->code, grp->id, &op);
+    return add_launch(e, pr, -1, &op, grp);
+}
+
+/* ---- the target --------------------------------------------------------------------------- */
+
+/* The GPU to tune for: device 0 when there is one, else an H100-like default. */
+static void find_gpu(cg_gpu *gpu)
+{
+    *gpu = (cg_gpu){.sm_major = 9, .sm_minor = 0, .n_sms = 132, .smem_per_block_optin = 227 * 1024,
+                    .l2_bytes = 50 * 1024 * 1024};
+    rt_cuda_device dev;
+    if (rt_cuda_device_count() < 1 || rt_cuda_device_info(0, &dev, NULL) != KILN_OK) return;
+    gpu->sm_major = dev.sm_major;
+    gpu->sm_minor = dev.sm_minor;
+    gpu->n_sms = dev.n_sms;
+    gpu->smem_per_block_optin = dev.smem_per_block_optin_bytes;
+    gpu->l2_bytes = dev.l2_bytes;
+    gpu->present = true;
+}
+
+static kiln_status write_source(const char *dir, const char *src, base_diag *d)
+{
+    char path[4096];
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return base_diag_add(d, KILN_ERR_IO, "cannot create '%s': %s", dir, strerror(errno));
+    snprintf(path, sizeof(path), "%s/model.cu", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return base_diag_add(d, KILN_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    fputs(src, f);
+    return fclose(f) == 0 ? KILN_OK : base_diag_add(d, KILN_ERR_IO, "cannot write '%s'", path);
+}
+
+static void progress(const target_options *o, const char *line)
+{
+    if (o->progress) o->progress(o->progress_user, line);
+}
+
+/* The two images every artifact carries: sm_80 (Ampere and later, generic)
+ * and sm_90a (Hopper's own). */
+static const struct {
+    int major, minor;
+    bool arch_specific;
+} images[] = {{8, 0, false}, {9, 0, true}};
+
+static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const target_options *o, target_output *out,
+                              base_diag *d)
+{
+    memset(out, 0, sizeof(*out));
+    cg_emitter e = {.g = g, .p = p, .o = o, .d = d};
+    program pr = {0};
+    base_arena_init(&pr.names);
+    base_str_init(&e.code);
+    base_str src;
+    base_str_init(&src);
+    rt_gprog gp = {0};
+    rt_gimage img[KILN_COUNT(images)];
+    memset(img, 0, sizeof(img));
+    kiln_status st = parse_precision(o->precision, &e.prec, d);
+    find_gpu(&e.gpu);
+    if (st == KILN_OK) st = plan_storage(&e);
+    if (st == KILN_OK) st = convert_weights(&e, out);
+    if (st == KILN_OK && o->tune)
+        st = cg_tuner_open(&e, out->weights ? out->weights : o->weights, &e.tuner, d);
+    for (int s = 0; s < p->n_groups && st == KILN_OK; s++) st = emit_group(&e, &pr, out, p->groups[s]);
+    if (st == KILN_OK) st = emit_output_copies(&e, &pr);
+    if (st == KILN_OK && e.code.oom) st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
+    if (st == KILN_OK) {
+        base_str_printf(&src,
+                        "/*\n * Generated by kiln %s (target cuda, --schedule=kernels, precision %s): do not edit.\n"
+                        " * %d launches; arena %llu bytes; weights %llu bytes.\n */\n",
+                        KILN_VERSION, rt_gprec_name(e.prec), pr.n, (unsigned long long)p->arena_bytes,
+                        (unsigned long long)p->weight_bytes);
+        st = cg_prelude(&e, &src);
+        base_str_cat(&src, base_str_get(&e.code));
+        if (st == KILN_OK && src.oom) st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
+    }
+    if (st == KILN_OK && o->emit_dir) st = write_source(o->emit_dir, base_str_get(&src), d);
+    for (size_t i = 0; i < KILN_COUNT(images) && st == KILN_OK; i++) {
+        char line[128];
+        snprintf(line, sizeof(line), "NVRTC: building sm_%d%d%s (%zu KB of CUDA C)", images[i].major,
+                 images[i].minor, images[i].arch_specific ? "a" : "", src.len / 1024);
+        progress(o, line);
+        void *cubin;
+        size_t n;
+        st = cg_nvrtc_compile(base_str_get(&src), "model.cu", images[i].major, images[i].minor,
+                              images[i].arch_specific, &cubin, &n, d);
+        if (st == KILN_OK)
+            img[i] = (rt_gimage){.sm = images[i].major * 10 + images[i].minor,
+                                 .arch_specific = images[i].arch_specific, .cubin = cubin, .bytes = n};
+    }
+    if (st == KILN_OK) {
+        unsigned max_smem = 0;
+        for (int i = 0; i < pr.n; i++)
+            if (pr.launches[i].smem > max_smem) max_smem = pr.launches[i].smem;
+        gp = (rt_gprog){.precision = e.prec, .n_images = (int)KILN_COUNT(images), .images = img,
+                        .n_launches = pr.n, .launches = pr.launches, .max_smem = max_smem,
+                        .arena_bytes = p->arena_bytes, .weight_bytes = p->weight_bytes};
+        st = rt_gprog_encode(&gp, &out->code, &out->code_bytes, d);
+        out->isa = "sm_80+sm_90a";
+    }
+    for (size_t i = 0; i < KILN_COUNT(images); i++) base_free((void *)img[i].cubin);
+    if (e.tuner) cg_tuner_close(e.tuner);
+    base_free(e.store);
+    base_free(pr.launches);
+    base_arena_free(&pr.names);
+    base_str_free(&e.code);
+    base_str_free(&src);
+    if (st != KILN_OK) target_output_free(out);
+    return st;
+}
+
+const target target_cuda = {
+    .name = "cuda",
+    .can_compile = cuda_can_compile,
+    .build = cuda_build,
+};

@@ -1,0 +1,114 @@
+/*
+ * kg.h: the prelude of every CUDA file kiln generates (C-style CUDA, no
+ * templates): fixed-width integer types, 16-bit float storage, the kernel
+ * context (runtime/gprog.h), dynamic shared memory and fault reporting.
+ *
+ * Storage vs compute. Float tensors are stored as float, __half or
+ * __nv_bfloat16 (--precision) and always computed in float: loads go
+ * through kg_ld_<dtype> and stores through kg_st_<dtype>, so the same
+ * generated expression serves every precision.
+ */
+#ifndef KILN_KG_H
+#define KILN_KG_H
+
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+typedef signed char kg_i8;
+typedef short kg_i16;
+typedef int kg_i32;
+typedef long long kg_i64;
+typedef unsigned char kg_u8;
+typedef unsigned short kg_u16;
+typedef unsigned int kg_u32;
+typedef unsigned long long kg_u64;
+
+/* The context every kernel receives (runtime/gprog.h kiln_gctx). */
+typedef struct kiln_gctx {
+    unsigned char *arena;
+    const unsigned char *weights;
+    void *const *io;
+    unsigned int *fail;
+} kiln_gctx;
+
+/* Dynamic shared memory of the rTask (its size is the launch's smem). */
+extern __shared__ __align__(16) unsigned char kg_smem[];
+
+#define KG_FAULT_INDEX 1u
+#define KG_FAULT_VALUE 2u
+#define KG_FAULT_TIMEOUT 3u
+
+/* Records the first fault of the run: its code and the launch it came from. */
+static __device__ __forceinline__ void kg_fault(const kiln_gctx *c, unsigned code, unsigned launch)
+{
+    if (atomicCAS(&c->fail[0], 0u, code) == 0u) atomicExch(&c->fail[1], launch);
+}
+
+/* ---- 16-bit storage, float compute ------------------------------------------- */
+
+static __device__ __forceinline__ float kg_ld_f32(const float *p) { return *p; }
+static __device__ __forceinline__ float kg_ld_f16(const __half *p) { return __half2float(*p); }
+static __device__ __forceinline__ float kg_ld_bf16(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+static __device__ __forceinline__ void kg_st_f32(float *p, float v) { *p = v; }
+static __device__ __forceinline__ void kg_st_f16(__half *p, float v) { *p = __float2half_rn(v); }
+static __device__ __forceinline__ void kg_st_bf16(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+
+/* ---- cache hints (MonoNN 4.3): streaming reads evict first, reused data last -- */
+
+static __device__ __forceinline__ float4 kg_ld_stream16(const void *p)
+{
+    float4 v;
+    asm volatile("ld.global.L1::no_allocate.L2::evict_first.v4.f32 {%0,%1,%2,%3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+static __device__ __forceinline__ float4 kg_ld_keep16(const void *p)
+{
+    float4 v;
+    asm volatile("ld.global.L2::evict_last.v4.f32 {%0,%1,%2,%3}, [%4];"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+/* ---- block reductions (blockDim.x a multiple of 32, at most 1024) ------------- */
+
+static __device__ __forceinline__ float kg_warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ float kg_warp_max(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Sum over the block; every thread gets the result. red: 32 floats of
+ * shared memory, free for reuse after the call returns. */
+static __device__ __forceinline__ float kg_block_sum(float v, float *red)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = (blockDim.x + 31) >> 5;
+    v = kg_warp_sum(v);
+    __syncthreads();
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    v = lane < n_warps ? red[lane] : 0.0f;
+    return kg_warp_sum(v);
+}
+
+static __device__ __forceinline__ float kg_block_max(float v, float *red)
+{
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = (blockDim.x + 31) >> 5;
+    v = kg_warp_max(v);
+    __syncthreads();
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    v = lane < n_warps ? red[lane] : -__int_as_float(0x7f800000);
+    return kg_warp_max(v);
+}
+
+#endif
