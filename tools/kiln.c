@@ -404,30 +404,43 @@ static int cmd_inspect(int argc, char **argv)
     else printf("support    %s\n", base_diag_text(&sd));
     if (infer_st != KILN_OK) printf("shapes     inference failed:\n%s\n", base_diag_text(&infer_d));
     else {
-        /* what the c target would make of it, without building */
-        base_arena pa;
-        base_arena_init(&pa);
-        sched_program p;
-        base_diag pd;
-        base_diag_init(&pd);
-        if (api_plan(g, target_lookup("c"), &p, &pa, &pd) == KILN_OK) {
-            int kinds[SCHED_GROUP_KIND_COUNT] = {0}, n_fb = 0;
-            for (int i = 0; i < p.n_groups; i++) {
-                kinds[p.groups[i]->kind]++;
-                if (p.groups[i]->kind == SCHED_GROUP_FALLBACK) n_fb += p.groups[i]->n_nodes;
+        /* what each target would make of it, without building */
+        static const char *const targets[] = {"c", "cuda"};
+        for (size_t t = 0; t < KILN_COUNT(targets); t++) {
+            base_arena pa;
+            base_arena_init(&pa);
+            sched_program p;
+            base_diag pd;
+            base_diag_init(&pd);
+            if (api_plan(g, target_lookup(targets[t]), &p, &pa, &pd) == KILN_OK) {
+                int kinds[SCHED_GROUP_KIND_COUNT] = {0}, n_fb = 0;
+                for (int i = 0; i < p.n_groups; i++) {
+                    kinds[p.groups[i]->kind]++;
+                    if (p.groups[i]->kind == SCHED_GROUP_FALLBACK) n_fb += p.groups[i]->n_nodes;
+                }
+                printf("%-4s target %d groups:", targets[t], p.n_groups);
+                for (int k = 0; k < SCHED_GROUP_KIND_COUNT; k++)
+                    if (kinds[k]) printf(" %s %d", sched_group_kind_name((sched_group_kind)k), kinds[k]);
+                printf("; %d nodes in %s\n", n_fb, t == 0 ? "fallback segments" : "host segments");
+                /* the GPU leaves only data-dependent ops to the host: say which */
+                int shown = 0;
+                for (int i = 0; t > 0 && i < p.n_groups; i++) {
+                    const sched_group *grp = p.groups[i];
+                    if (grp->kind != SCHED_GROUP_FALLBACK) continue;
+                    for (int k = 0; k < grp->n_nodes && shown < 20; k++, shown++)
+                        printf("  host segment %d: node '%s' (%s)\n", i, grp->nodes[k]->name, grp->nodes[k]->op_type);
+                }
+                if (shown == 20 && n_fb > 20) printf("  ... %d more nodes in host segments\n", n_fb - 20);
+                if (t == 0)
+                    printf("memory     peak activations %.2f MB (planned arena), weights %.2f MB\n",
+                           (double)p.arena_bytes / 1e6, (double)p.weight_bytes / 1e6);
+                sched_program_free(&p);
+            } else {
+                printf("%-4s target cannot plan: %s\n", targets[t], base_diag_text(&pd));
             }
-            printf("c target   %d groups:", p.n_groups);
-            for (int k = 0; k < SCHED_GROUP_KIND_COUNT; k++)
-                if (kinds[k]) printf(" %s %d", sched_group_kind_name((sched_group_kind)k), kinds[k]);
-            printf("; %d nodes in fallback segments\n", n_fb);
-            printf("memory     peak activations %.2f MB (planned arena), weights %.2f MB\n",
-                   (double)p.arena_bytes / 1e6, (double)p.weight_bytes / 1e6);
-            sched_program_free(&p);
-        } else {
-            printf("c target   cannot plan: %s\n", base_diag_text(&pd));
+            base_diag_free(&pd);
+            base_arena_free(&pa);
         }
-        base_diag_free(&pd);
-        base_arena_free(&pa);
     }
     if (print_graph) {
         base_str s;
