@@ -19,7 +19,7 @@ CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wstrict-prototypes 
               -Wmissing-prototypes -Wno-unused-parameter $(WERROR) \
               -fvisibility=hidden -Iinclude -Isrc -I$(BUILD)/gen
 CFLAGS  += $(CFLAGS_BASE) $(OPT) $(SAN)
-LDLIBS  += -lprotobuf-c -lm -lpthread -ldl -lz
+LDLIBS  += -lprotobuf-c -lsqlite3 -lm -lpthread -ldl -lz
 
 SRC      := $(sort $(wildcard src/*/*.c src/target/c/*.c src/target/cuda/*.c))
 GEN_C    := $(BUILD)/gen/onnx.pb-c.c
@@ -30,7 +30,7 @@ OBJ      := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o $(BUILD)/ob
 LIB      := $(BUILD)/libkiln.a
 TOOLS    := $(BUILD)/kiln
 TESTS    := $(BUILD)/test_unit $(BUILD)/conformance $(BUILD)/roundtrip $(BUILD)/test_ops $(BUILD)/test_kc $(BUILD)/kc_bench \
-            $(BUILD)/gpu_smoke
+            $(BUILD)/gpu_smoke $(BUILD)/gpu_runtime
 
 .PHONY: all check asan ubsan fuzz clean tests
 
@@ -85,6 +85,16 @@ $(BUILD)/roundtrip: $(BUILD)/obj/tests/conformance/roundtrip.o $(BUILD)/obj/test
 # checks); built from the library archive so it needs only libc and libdl.
 $(BUILD)/gpu_smoke: $(BUILD)/obj/tests/gpu/smoke.o $(LIB)
 	$(CC) $(CFLAGS) $^ -o $@ -lm -lpthread -ldl
+
+# The CUDA runtime on a GPU (tests/gpu/runtime.c says what it checks; run
+# it from the repository root).
+$(BUILD)/gpu_runtime: $(BUILD)/obj/tests/gpu/runtime.o $(BUILD)/obj/tests/unit/model_builder.o $(LIB)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+# The GEMM templates on a GPU against a host reference, and their speed
+# (bench/gpu_gemm.c; bench/gpu_gemm.py puts cuBLAS beside it).
+$(BUILD)/gpu_gemm: $(BUILD)/obj/bench/gpu_gemm.o $(LIB)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/test_ops: $(BUILD)/obj/tests/ops/test_ops.o $(BUILD)/obj/tests/unit/model_builder.o $(OBJ)
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)

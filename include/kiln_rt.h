@@ -13,6 +13,14 @@
  *     kiln_rt_run(m, in, out);                // no allocation while running
  *     kiln_rt_free(m);
  *
+ * An artifact compiled with --target cuda loads the same way and runs on
+ * the GPU ($KILN_DEVICE, else device 0): kiln_rt_run copies host buffers in
+ * and out; kiln_rt_run_device takes device pointers and copies nothing:
+ *
+ *     void *d_in[1] = {(void *)d_image};    // CUdeviceptr, cudaMalloc'd, filled and synchronized
+ *     void *d_out[1] = {(void *)d_logits};
+ *     kiln_rt_run_device(m, (const void *const *)d_in, d_out);   // returns when d_logits is written
+ *
  * Tensors are dense and row-major; their dtype and shape are fixed by the
  * artifact (kiln_rt_input / kiln_rt_output tell them), except model outputs
  * whose shape depends on the input data (NonZero, NonMaxSuppression, a
@@ -37,7 +45,11 @@ typedef struct kiln_rt_tensor_info {
 } kiln_rt_tensor_info;
 
 /* Loads an artifact and starts n_threads workers (0: the artifact's default;
- * the calling thread is one of them). Every size in the file is checked.
+ * the calling thread is one of them; a "cuda" artifact runs from the
+ * calling thread and ignores it). Every size in the file is checked.
+ * "cuda" artifacts: KILN_ERR_NO_DEVICE without a driver or GPU,
+ * KILN_ERR_UNSUPPORTED when no image runs on the GPU, KILN_ERR_OOM naming
+ * what did not fit in GPU memory.
  * OUT: *out, free with kiln_rt_free. On failure kiln_rt_last_error() says why. */
 KILN_API kiln_status kiln_rt_load(const char *path, int n_threads, kiln_rt_model **out);
 /* The same from memory (the buffer may be freed after the call). */
@@ -54,6 +66,15 @@ KILN_API const kiln_rt_tensor_info *kiln_rt_output(const kiln_rt_model *m, int i
  * the sizes above. Not reentrant on one model: one run at a time. */
 KILN_API kiln_status kiln_rt_run(kiln_rt_model *m, const void *const *inputs, void *const *outputs);
 
+/* "cuda" artifacts: runs with inputs[i] and outputs[j] pointing at device
+ * memory (CUdeviceptr values cast to void *) of the sizes above; nothing is
+ * copied between host and device, except for host segments. The run is
+ * ordered after nothing of the caller's: finish writing the inputs first
+ * (synchronize). It returns when the outputs are written. Outputs of
+ * data-dependent shape still come from kiln_rt_result, in host memory.
+ * Target "c": KILN_ERR_UNSUPPORTED. */
+KILN_API kiln_status kiln_rt_run_device(kiln_rt_model *m, const void *const *inputs, void *const *outputs);
+
 /* Output i of the last run: its data, and its actual dtype and shape in
  * *info. For outputs of data-dependent shape the memory belongs to the
  * model and stays valid until the next run or kiln_rt_free; for the others
@@ -63,7 +84,10 @@ KILN_API const void *kiln_rt_result(const kiln_rt_model *m, int i, kiln_rt_tenso
 /* Profiling (off by default). While on, every run adds each stage's time to
  * counters, as the calling thread sees it: the time running its share of
  * the stage's rTasks, and the time it waited before the stage for the other
- * threads. kiln_rt_set_profiling resets the counters. */
+ * threads. kiln_rt_set_profiling resets the counters. For "cuda" artifacts a
+ * stage is a launch (a kernel, or a host segment): while profiling, kernels
+ * run one by one between CUDA events instead of from CUDA graphs; a
+ * kernel's rTask count is its grid, its wait time 0. */
 KILN_API kiln_status kiln_rt_set_profiling(kiln_rt_model *m, int on);
 KILN_API int kiln_rt_num_stages(const kiln_rt_model *m);
 /* Stage `stage`: its name (the ONNX nodes), rTask count and the seconds
@@ -77,6 +101,12 @@ KILN_API size_t kiln_rt_weight_bytes(const kiln_rt_model *m);
 KILN_API int kiln_rt_num_threads(const kiln_rt_model *m);
 /* The target the artifact was built for: "c" or "cuda". */
 KILN_API const char *kiln_rt_target(const kiln_rt_model *m);
+
+/* The target the artifact was compiled for: "c" or "cuda"; NULL for NULL. */
+KILN_API const char *kiln_rt_target(const kiln_rt_model *m);
+/* What one run issues: *kernels kernel launches, from *graphs CUDA graph
+ * launches (0 while profiling). Both 0 for target "c". */
+KILN_API kiln_status kiln_rt_num_launches(const kiln_rt_model *m, int *kernels, int *graphs);
 
 /* The message of the last failure on this thread ("" when none). */
 KILN_API const char *kiln_rt_last_error(void);

@@ -26,7 +26,7 @@ kiln_status api_plan(ir_graph *g, const target *t, sched_program *p, base_arena 
         if (!g->inputs[i]->shape_known)
             return base_diag_add(d, KILN_ERR_SHAPE, "input '%s' has no static shape (give one with --shape)",
                                  g->inputs[i]->name);
-    pass_support s = {.can_compile = t->can_compile};
+    pass_support s = {.can_compile = t->can_compile, .patterns = t->patterns};
     kiln_status st = pass_partition(g, &s, p, a, d);
     if (st == KILN_OK) st = sched_plan_memory(g, p, a, d);
     if (st != KILN_OK) sched_program_free(p);

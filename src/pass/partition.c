@@ -10,10 +10,17 @@
  * created earlier, which keeps the group order a valid schedule. Nodes the
  * target cannot compile become fallback segments, merged by the same rule.
  * Nodes whose results nobody reads (ONNX allows them) get no group.
+ *
+ * Targets with kernels for whole patterns (pass_support.patterns) get them
+ * as one group: attention (MatMul-Softmax-MatMul with the scale, mask and
+ * operand Transposes around it, FlashAttention's fusion) and RMSNorm. They
+ * are matched before the walk; the walk skips their nodes until it reaches
+ * the last one, where every input of the pattern has been produced.
  */
 #include "pass/pass.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *sched_group_kind_name(sched_group_kind k)
@@ -23,6 +30,7 @@ const char *sched_group_kind_name(sched_group_kind k)
         [SCHED_GROUP_POOL] = "pool",       [SCHED_GROUP_ROWS] = "rows",
         [SCHED_GROUP_ELEMENTWISE] = "ews", [SCHED_GROUP_MOVE] = "move",
         [SCHED_GROUP_ALIAS] = "alias",     [SCHED_GROUP_FALLBACK] = "fallback",
+        [SCHED_GROUP_ATTENTION] = "attention",
     };
     return (unsigned)k < SCHED_GROUP_KIND_COUNT ? names[k] : "?";
 }
@@ -57,6 +65,7 @@ typedef struct builder {
     int cap_groups;
     ir_node ***node_lists; /* per group, growable */
     int *node_caps;
+    int *pattern_of; /* node id -> index into patterns, -1 when in none */
 } builder;
 
 static kiln_status new_group(builder *b, sched_group_kind kind, ir_node *n, int *out)
@@ -205,6 +214,7 @@ static kiln_status fuse_epilogue(builder *b, const ir_graph *g, int gi)
         ir_node *n = sole_consumer(g, cur);
         if (!n || n->n_out < 1 || !n->out[0] || !n->out[0]->shape_known || !ir_same_shape(&n->out[0]->t, &cur->t))
             break;
+        if (b->pattern_of[n->id] >= 0) break; /* it belongs to a pattern's group */
         bool take = false;
         if ((n->op == KILN_OP_MUL || n->op == KILN_OP_DIV) && !any && !has_act && anchor->op != KILN_OP_CONV) {
             const ir_value *other = n->in[0] == cur ? n->in[1] : n->in[0];
@@ -277,6 +287,317 @@ kiln_status pass_group_epilogue(const sched_group *grp, pass_epilogue *ep, base_
         cur = n->out[0];
     }
     return KILN_OK;
+}
+
+/* ---- patterns (pass_support.patterns) --------------------------------------------- */
+
+#define PATTERN_MAX 16
+
+/* The nodes of one multi-node pattern, sorted by node id (topological
+ * order) once matched. */
+typedef struct pattern {
+    sched_group_kind kind;
+    ir_node *nodes[PATTERN_MAX];
+    int n_nodes;
+} pattern;
+
+static bool pattern_take(pattern *pt, ir_node *n)
+{
+    if (pt->n_nodes == PATTERN_MAX || n->n_out != 1 || !n->out[0] || n->out[0]->is_const) return false;
+    pt->nodes[pt->n_nodes++] = n;
+    return true;
+}
+
+/* The node producing v when `user` is v's only reader: a node the pattern
+ * ending at user may absorb. */
+static ir_node *sole_producer(const ir_graph *g, const ir_value *v, const ir_node *user)
+{
+    if (!v || v->graph != g || v->is_const || !v->producer || v->producer->n_out != 1) return NULL;
+    return sole_consumer(g, v) == user ? v->producer : NULL;
+}
+
+static bool is_float_dtype(kiln_dtype t) { return t == KILN_F32 || t == KILN_F16 || t == KILN_BF16; }
+
+/* n multiplies one input by a constant scalar (Mul on either side, or Div
+ * by it) and keeps its shape: *in is that input, *s the factor. */
+static bool scalar_factor(const ir_node *n, ir_value **in, double *s)
+{
+    if ((n->op != KILN_OP_MUL && n->op != KILN_OP_DIV) || n->n_out != 1 || !n->out[0]) return false;
+    double c;
+    int k = -1;
+    if (is_const_scalar(n->in[1], &c)) k = 0;
+    else if (n->op == KILN_OP_MUL && is_const_scalar(n->in[0], &c)) k = 1;
+    if (k < 0 || !isfinite(c) || (n->op == KILN_OP_DIV && c == 0)) return false;
+    if (n->in[k]->is_const || !n->in[k]->shape_known || !ir_same_shape(&n->in[k]->t, &n->out[0]->t)) return false;
+    *in = n->in[k];
+    *s = n->op == KILN_OP_DIV ? 1.0 / c : c;
+    return true;
+}
+
+/* A Transpose's permutation (without the attribute ONNX reverses the dims). */
+static bool transpose_perm(const ir_node *n, int *perm)
+{
+    int r = n->in[0]->t.rank;
+    const ir_attr *a = ir_node_attr(n, "perm");
+    if (!a) {
+        for (int i = 0; i < r; i++) perm[i] = r - 1 - i;
+        return true;
+    }
+    if (a->kind != IR_ATTR_INTS || a->n != r) return false;
+    for (int i = 0; i < r; i++) {
+        if (a->ints[i] < 0 || a->ints[i] >= r) return false;
+        perm[i] = (int)a->ints[i];
+    }
+    return true;
+}
+
+/* Operand `slot` of the MatMul `mm`, walking back through at most one
+ * Transpose and (when scale is non-NULL) scalar Mul/Div nodes that feed only
+ * it: those join the pattern, the factors multiply *scale. */
+static bool attn_operand(const ir_graph *g, ir_node *mm, int slot, double *scale, pattern *pt, pass_attn_operand *op)
+{
+    ir_value *v = mm->in[slot];
+    if (!v || !v->shape_known || v->t.rank < 2 || v->t.rank > 4) return false;
+    int r = v->t.rank;
+    op->rank = r;
+    for (int i = 0; i < r; i++) op->perm[i] = i;
+    bool transposed = false;
+    ir_node *user = mm;
+    for (;;) {
+        ir_node *p = sole_producer(g, v, user);
+        ir_value *in;
+        double s;
+        if (!p) break;
+        if (p->op == KILN_OP_TRANSPOSE && !transposed && p->in[0]->shape_known && p->in[0]->t.rank == r) {
+            int tp[IR_MAX_RANK];
+            if (!transpose_perm(p, tp)) break;
+            /* the operand's dim i is v's dim perm[i], and v's dim j is in's dim tp[j] */
+            for (int i = 0; i < r; i++) op->perm[i] = tp[op->perm[i]];
+            transposed = true;
+            in = p->in[0];
+        } else if (scale && scalar_factor(p, &in, &s)) {
+            *scale *= s;
+        } else {
+            break;
+        }
+        if (!pattern_take(pt, p)) return false;
+        v = in;
+        user = p;
+    }
+    op->v = v;
+    return true;
+}
+
+/* m broadcasts to t without growing it (dims aligned right, equal or 1). */
+static bool broadcasts_into(const ir_tensor *m, const ir_tensor *t)
+{
+    if (m->rank > t->rank) return false;
+    for (int i = 1; i <= m->rank; i++)
+        if (m->dims[m->rank - i] != t->dims[t->rank - i] && m->dims[m->rank - i] != 1) return false;
+    return true;
+}
+
+/* Attention ending at Softmax `sm`: MatMul(q, kt) [scalar Mul/Div]*
+ * [Add(mask)] -> sm -> MatMul(., v), every intermediate read once. */
+static bool match_attention(const ir_graph *g, ir_node *sm, pattern *pt, pass_attention *at)
+{
+    memset(pt, 0, sizeof(*pt));
+    memset(at, 0, sizeof(*at));
+    pt->kind = SCHED_GROUP_ATTENTION;
+    at->scale = 1.0;
+    if (sm->op != KILN_OP_SOFTMAX || !sm->in[0]->shape_known) return false;
+    ir_value *v = sm->in[0];
+    int r = v->t.rank;
+    int64_t axis = ir_node_attr_int(sm, "axis", sm->opset < 13 ? 1 : -1);
+    if (r < 2 || r > 4 || !is_float_dtype(v->t.dtype) || (axis < 0 ? axis + r : axis) != r - 1) return false;
+    ir_node *mm2 = sm->n_out == 1 && sm->out[0] ? sole_consumer(g, sm->out[0]) : NULL;
+    if (!mm2 || mm2->op != KILN_OP_MAT_MUL || mm2->in[0] != sm->out[0] || mm2->in[1] == sm->out[0]) return false;
+    if (!pattern_take(pt, sm) || !pattern_take(pt, mm2)) return false;
+
+    ir_node *user = sm, *p = sole_producer(g, v, sm);
+    ir_value *in;
+    double s;
+    if (p && p->op == KILN_OP_ADD) {
+        /* which side is the mask: the other comes from the MatMul or a scale */
+        int k = -1;
+        for (int j = 0; j < 2 && k < 0; j++) {
+            ir_value *c = p->in[j], *m = p->in[1 - j];
+            if (m == c || !m->shape_known || !is_float_dtype(m->t.dtype) || !c->shape_known ||
+                !ir_same_shape(&c->t, &v->t) || !broadcasts_into(&m->t, &v->t))
+                continue;
+            ir_node *cp = sole_producer(g, c, p);
+            if (cp && (cp->op == KILN_OP_MAT_MUL || scalar_factor(cp, &in, &s))) k = j;
+        }
+        if (k < 0 || !pattern_take(pt, p)) return false;
+        at->mask = p->in[1 - k];
+        v = p->in[k];
+        user = p;
+        p = sole_producer(g, v, user);
+    }
+    while (p && scalar_factor(p, &in, &s)) {
+        at->scale *= s;
+        if (!pattern_take(pt, p)) return false;
+        v = in;
+        user = p;
+        p = sole_producer(g, v, user);
+    }
+    ir_node *mm1 = p;
+    if (!mm1 || mm1->op != KILN_OP_MAT_MUL || !pattern_take(pt, mm1)) return false;
+    if (!attn_operand(g, mm1, 0, &at->scale, pt, &at->q) || !attn_operand(g, mm1, 1, &at->scale, pt, &at->kt) ||
+        !attn_operand(g, mm2, 1, NULL, pt, &at->v))
+        return false;
+    at->scores = mm1->out[0];
+    at->out = mm2->out[0];
+
+    /* q [.., Sq, D] kt [.., D, Sk] -> scores [.., Sq, Sk]; v [.., Sk, Dv] -> out [.., Sq, Dv] */
+    const ir_tensor *q = &mm1->in[0]->t, *kt = &mm1->in[1]->t, *vt = &mm2->in[1]->t;
+    const ir_tensor *sc = &at->scores->t, *o = &at->out->t;
+    if (!at->scores->shape_known || !at->out->shape_known || sc->rank != r || o->rank != r) return false;
+    kiln_dtype dt = sc->dtype;
+    if (q->dtype != dt || kt->dtype != dt || vt->dtype != dt || o->dtype != dt || v->t.dtype != dt) return false;
+    int64_t D = q->dims[q->rank - 1], Dv = vt->dims[vt->rank - 1];
+    if (D < 1 || Dv < 1 || D > PASS_ATTN_MAX_HEAD || Dv > PASS_ATTN_MAX_HEAD) return false;
+    if (ir_numel(sc) == 0 || ir_numel(o) == 0) return false; /* nothing to compute, or softmax over no keys */
+    if (kt->dims[kt->rank - 2] != D || vt->dims[vt->rank - 2] != sc->dims[r - 1]) return false;
+    for (int i = 0; i < r - 2; i++)
+        if (o->dims[i] != sc->dims[i]) return false; /* v must not widen the batch */
+    return o->dims[r - 2] == sc->dims[r - 2] && o->dims[r - 1] == Dv;
+}
+
+/* ReduceMean over the last axis of a rank-r input, keeping it. */
+static bool reduces_last_axis(const ir_node *rm, int r)
+{
+    if (ir_node_attr_int(rm, "keepdims", 1) != 1) return false;
+    int64_t ax;
+    const ir_attr *a = ir_node_attr(rm, "axes");
+    if (a) {
+        if (a->kind != IR_ATTR_INTS || a->n != 1) return false;
+        ax = a->ints[0];
+    } else if (rm->n_in > 1 && rm->in[1]) {
+        const ir_value *av = rm->in[1];
+        if (!av->is_const || !ir_dtype_is_int(av->t.dtype) || ir_numel(&av->t) != 1) return false;
+        ax = ir_get_i64(&av->t, 0);
+    } else {
+        /* no axes: all of them, which is the last one at rank 1 */
+        return r == 1 && ir_node_attr_int(rm, "noop_with_empty_axes", 0) == 0;
+    }
+    return ax == r - 1 || ax == -1;
+}
+
+/* RMSNorm starting at `p` (Pow(x, 2) or Mul(x, x)). */
+static bool match_rms_norm(const ir_graph *g, ir_node *p, pattern *pt, pass_rms_norm *rn)
+{
+    memset(pt, 0, sizeof(*pt));
+    memset(rn, 0, sizeof(*rn));
+    pt->kind = SCHED_GROUP_ROWS;
+    ir_value *x = p->in[0];
+    double c;
+    if (!x || !x->shape_known || !is_float_dtype(x->t.dtype) || x->t.rank < 1 || x->t.dims[x->t.rank - 1] < 1)
+        return false;
+    if (p->op == KILN_OP_POW ? !(is_const_scalar(p->in[1], &c) && c == 2.0) : !(p->op == KILN_OP_MUL && p->in[1] == x))
+        return false;
+    int r = x->t.rank;
+    ir_node *rm = p->n_out == 1 && p->out[0] ? sole_consumer(g, p->out[0]) : NULL;
+    if (!rm || rm->op != KILN_OP_REDUCE_MEAN || rm->in[0] != p->out[0] || !reduces_last_axis(rm, r)) return false;
+    ir_node *ad = sole_consumer(g, rm->out[0]);
+    if (!ad || ad->op != KILN_OP_ADD) return false;
+    const ir_value *ev = ad->in[0] == rm->out[0] ? ad->in[1] : ad->in[0];
+    if (!is_const_scalar(ev, &rn->eps) || !ir_same_shape(&ad->out[0]->t, &rm->out[0]->t)) return false;
+    ir_node *sq = sole_consumer(g, ad->out[0]);
+    ir_node *nx = sq && sq->op == KILN_OP_SQRT ? sole_consumer(g, sq->out[0]) : NULL;
+    if (!nx || !pattern_take(pt, p) || !pattern_take(pt, rm) || !pattern_take(pt, ad) || !pattern_take(pt, sq))
+        return false;
+    ir_node *last = nx;
+    if (!(nx->op == KILN_OP_DIV && nx->in[0] == x && nx->in[1] == sq->out[0])) {
+        /* 1 / sqrt(...) as Reciprocal or Div(1, .), then Mul by x */
+        bool recip = nx->op == KILN_OP_RECIPROCAL ||
+                     (nx->op == KILN_OP_DIV && nx->in[1] == sq->out[0] && is_const_scalar(nx->in[0], &c) && c == 1.0);
+        ir_node *mu = recip && nx->out[0] ? sole_consumer(g, nx->out[0]) : NULL;
+        if (!mu || mu->op != KILN_OP_MUL || !pattern_take(pt, nx)) return false;
+        if (!((mu->in[0] == x && mu->in[1] == nx->out[0]) || (mu->in[1] == x && mu->in[0] == nx->out[0]))) return false;
+        last = mu;
+    }
+    if (!pattern_take(pt, last) || !ir_same_shape(&last->out[0]->t, &x->t)) return false;
+    /* an optional Mul by a per-column scale */
+    ir_node *ms = sole_consumer(g, last->out[0]);
+    if (ms && ms->op == KILN_OP_MUL) {
+        const ir_value *w = ms->in[0] == last->out[0] ? ms->in[1] : ms->in[0];
+        bool fits = w != last->out[0] && w->shape_known && w->t.dtype == x->t.dtype && w->t.rank <= r &&
+                    w->t.rank >= 1 && w->t.dims[w->t.rank - 1] == x->t.dims[r - 1] &&
+                    ir_numel(&w->t) == x->t.dims[r - 1] && ms->out[0] && ir_same_shape(&ms->out[0]->t, &x->t);
+        if (fits && pattern_take(pt, ms)) {
+            rn->scale = w;
+            last = ms;
+        }
+    }
+    for (int i = 0; i < pt->n_nodes; i++)
+        if (pt->nodes[i]->out[0]->t.dtype != x->t.dtype) return false;
+    rn->x = x;
+    rn->out = last->out[0];
+    return true;
+}
+
+static int by_node_id(const void *a, const void *b)
+{
+    const ir_node *x = *(ir_node *const *)a, *y = *(ir_node *const *)b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* Finds the patterns the target asked for. OUT: *pats (base_malloc'd),
+ * *n_pats; b->pattern_of marks their nodes. */
+static kiln_status find_patterns(builder *b, const ir_graph *g, const pass_support *s, const bool *live,
+                                 pattern **pats, int *n_pats)
+{
+    int cap = 0, n = 0;
+    pattern *list = NULL;
+    for (int i = 0; i < g->n_nodes; i++) {
+        ir_node *nd = g->nodes[i];
+        pattern pt;
+        pass_attention at;
+        pass_rms_norm rn;
+        bool ok = false;
+        if ((s->patterns & PASS_PATTERN_ATTENTION) && nd->op == KILN_OP_SOFTMAX) ok = match_attention(g, nd, &pt, &at);
+        else if ((s->patterns & PASS_PATTERN_RMS_NORM) && (nd->op == KILN_OP_POW || nd->op == KILN_OP_MUL))
+            ok = match_rms_norm(g, nd, &pt, &rn);
+        if (!ok) continue;
+        qsort(pt.nodes, (size_t)pt.n_nodes, sizeof(pt.nodes[0]), by_node_id);
+        ok = live[pt.nodes[pt.n_nodes - 1]->id];
+        for (int k = 0; k < pt.n_nodes && ok; k++) ok = b->pattern_of[pt.nodes[k]->id] < 0;
+        if (!ok) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            pattern *l2 = base_realloc(list, (size_t)cap * sizeof(*l2));
+            if (!l2) {
+                base_free(list);
+                return KILN_ERR_OOM;
+            }
+            list = l2;
+        }
+        for (int k = 0; k < pt.n_nodes; k++) b->pattern_of[pt.nodes[k]->id] = n;
+        list[n++] = pt;
+    }
+    *pats = list;
+    *n_pats = n;
+    return KILN_OK;
+}
+
+kiln_status pass_group_attention(const sched_group *grp, pass_attention *at, base_diag *d)
+{
+    pattern pt;
+    for (int i = 0; i < grp->n_nodes; i++) {
+        ir_node *n = grp->nodes[i];
+        if (n->op == KILN_OP_SOFTMAX && match_attention(n->graph, n, &pt, at) && pt.n_nodes == grp->n_nodes)
+            return KILN_OK;
+    }
+    return base_diag_add(d, KILN_ERR_INTERNAL, "group '%s' is not an attention pattern", grp->name);
+}
+
+kiln_status pass_group_rms_norm(const sched_group *grp, pass_rms_norm *rn, base_diag *d)
+{
+    pattern pt;
+    if (grp->n_nodes > 1 && match_rms_norm(grp->nodes[0]->graph, grp->nodes[0], &pt, rn) && pt.n_nodes == grp->n_nodes)
+        return KILN_OK;
+    return base_diag_add(d, KILN_ERR_INTERNAL, "group '%s' is not an RMSNorm pattern", grp->name);
 }
 
 /* ---- the partition ------------------------------------------------------------- */
@@ -407,23 +728,37 @@ kiln_status pass_partition(ir_graph *g, const pass_support *s, sched_program *p,
     b.group_of = base_malloc(((size_t)g->n_nodes + 1) * sizeof(int));
     b.value_grp = base_malloc(((size_t)g->n_values + 1) * sizeof(int));
     bool *live = base_malloc(((size_t)g->n_nodes + 1) * sizeof(bool));
-    if (!b.group_of || !b.value_grp || !live) {
+    b.pattern_of = base_malloc(((size_t)g->n_nodes + 1) * sizeof(int));
+    pattern *pats = NULL;
+    int n_pats = 0;
+    if (!b.group_of || !b.value_grp || !live || !b.pattern_of) {
         st = KILN_ERR_OOM;
         goto out;
     }
     for (int i = 0; i < g->n_nodes; i++) {
         g->nodes[i]->id = i;
         b.group_of[i] = -1;
+        b.pattern_of[i] = -1;
     }
     for (int i = 0; i < g->n_values; i++) b.value_grp[i] = -1;
     st = live_nodes(g, live);
     bool dynamic = !all_static(g);
+    if (st == KILN_OK && !dynamic && s->patterns) st = find_patterns(&b, g, s, live, &pats, &n_pats);
 
     for (int i = 0; i < g->n_nodes && st == KILN_OK; i++) {
         ir_node *n = g->nodes[i];
         if (b.group_of[n->id] >= 0 || !live[n->id]) continue; /* fused already, or dead */
         if (n->n_out >= 1 && n->out[0] && n->out[0]->is_const && !(ir_ops[n->op].flags & IR_OPF_RANDOM))
             continue; /* folded by shape inference: its outputs are weights */
+        if (b.pattern_of[n->id] >= 0) {
+            /* a pattern becomes a group at its last node, when all its inputs exist */
+            const pattern *pt = &pats[b.pattern_of[n->id]];
+            if (n != pt->nodes[pt->n_nodes - 1]) continue;
+            int gi;
+            st = new_group(&b, pt->kind, n, &gi);
+            for (int k = 0; k < pt->n_nodes && st == KILN_OK; k++) st = add_node(&b, gi, pt->nodes[k]);
+            continue;
+        }
         bool fallback = dynamic || n->op == KILN_OP_COUNT || !s->can_compile(n);
         sched_group_kind kind = fallback ? SCHED_GROUP_FALLBACK : kind_of(n);
         int gi = -1;
@@ -458,6 +793,8 @@ kiln_status pass_partition(ir_graph *g, const pass_support *s, sched_program *p,
 out:
     if (st == KILN_ERR_OOM) base_diag_add(d, st, "out of memory while partitioning the graph");
     base_free(live);
+    base_free(pats);
+    base_free(b.pattern_of);
     base_free(b.group_of);
     base_free(b.value_grp);
     base_free(b.node_caps);

@@ -6,10 +6,23 @@
 
 #include "sched/sched.h"
 
+/* Multi-node patterns the partition can make into one group, for targets
+ * with a kernel for the whole pattern (pass_support.patterns). */
+enum {
+    /* MatMul(Q, K^T) [Mul|Div by a scalar] [Add(mask)] -> Softmax(last axis)
+     * -> MatMul(., V): one SCHED_GROUP_ATTENTION (pass_group_attention) */
+    PASS_PATTERN_ATTENTION = 1 << 0,
+    /* Pow(x, 2) or Mul(x, x) -> ReduceMean(last axis) -> Add(eps) -> Sqrt
+     * -> Div(x, .) (or Reciprocal / Div(1, .) and Mul by x) [-> Mul(scale)]:
+     * one SCHED_GROUP_ROWS of several nodes (pass_group_rms_norm) */
+    PASS_PATTERN_RMS_NORM = 1 << 1,
+};
+
 /* Which ops a target can compile as templates, and how: the target's
  * support table (designated initializers indexed by KILN_OP_*). */
 typedef struct pass_support {
     bool (*can_compile)(const ir_node *n); /* false: the node goes to a fallback segment */
+    unsigned patterns;                     /* PASS_PATTERN_* the target has kernels for (0: none) */
 } pass_support;
 
 /* Partitions g (shapes inferred) into groups in execution order (out:
@@ -51,5 +64,39 @@ typedef struct pass_epilogue {
 
 /* The epilogue of a contraction group: its nodes after the anchor. */
 kiln_status pass_group_epilogue(const sched_group *grp, pass_epilogue *ep, base_diag *d);
+
+/* One operand of an attention group's MatMuls as the MatMul sees it:
+ * dim i of the operand is dim perm[i] of the value read (a Transpose that
+ * only feeds the MatMul is part of the group, so no copy is made). */
+typedef struct pass_attn_operand {
+    const ir_value *v;      /* the value read from outside the group */
+    int rank;               /* the operand's rank (= v's) */
+    int perm[IR_MAX_RANK];  /* identity without a Transpose */
+} pass_attn_operand;
+
+/* An attention group: out = softmax(scale * (q @ kt) + mask) @ v, the
+ * softmax along the last axis, batch dims broadcast as MatMul does. The
+ * head dims (q's last, v's last) are at most PASS_ATTN_MAX_HEAD. */
+#define PASS_ATTN_MAX_HEAD 256
+typedef struct pass_attention {
+    pass_attn_operand q, kt, v; /* q [.., Sq, D], kt [.., D, Sk], v [.., Sk, Dv] */
+    const ir_value *mask;       /* broadcast to [.., Sq, Sk]; NULL when none */
+    double scale;               /* scalar Mul/Div on q, kt or the scores (1 when none) */
+    const ir_value *scores;     /* the first MatMul's output (its shape; no place) */
+    const ir_value *out;        /* the second MatMul's output [.., Sq, Dv] */
+} pass_attention;
+
+kiln_status pass_group_attention(const sched_group *grp, pass_attention *at, base_diag *d);
+
+/* An RMSNorm group (PASS_PATTERN_RMS_NORM):
+ * out = x / sqrt(mean(x^2 along the last axis) + eps) [* scale]. */
+typedef struct pass_rms_norm {
+    const ir_value *x;
+    const ir_value *scale; /* [.., cols] with every dim but the last 1; NULL when none */
+    double eps;
+    const ir_value *out;
+} pass_rms_norm;
+
+kiln_status pass_group_rms_norm(const sched_group *grp, pass_rms_norm *rn, base_diag *d);
 
 #endif

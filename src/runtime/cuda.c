@@ -55,6 +55,15 @@ static const struct {
     ENTRY(cuGraphLaunch, "cuGraphLaunch"),
     ENTRY(cuGraphExecDestroy, "cuGraphExecDestroy"),
     ENTRY(cuGraphDestroy, "cuGraphDestroy"),
+    ENTRY(cuMemHostAlloc, "cuMemHostAlloc"),
+    ENTRY(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2"),
+    ENTRY(cuMemFreeHost, "cuMemFreeHost"),
+    ENTRY(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2"),
+    ENTRY(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2"),
+    ENTRY(cuEventCreate, "cuEventCreate"),
+    ENTRY(cuEventRecord, "cuEventRecord"),
+    ENTRY(cuEventElapsedTime, "cuEventElapsedTime"),
+    ENTRY(cuEventDestroy, "cuEventDestroy_v2"),
 };
 #undef ENTRY
 _Static_assert(sizeof(entry_points) / sizeof(entry_points[0]) == sizeof(rt_cuda_api) / sizeof(void (*)(void)),
@@ -347,6 +356,38 @@ kiln_status rt_cuda_copy_to_host(void *dst, CUdeviceptr src, size_t bytes, base_
     return KILN_CU_CHECK(d, cu->cuMemcpyDtoH(dst, src, bytes));
 }
 
+kiln_status rt_cuda_host_alloc_mapped(size_t bytes, void **host, CUdeviceptr *dev, base_diag *d)
+{
+    KILN_ASSERT(cu != NULL);
+    *host = NULL;
+    *dev = 0;
+    kiln_status st = KILN_CU_CHECK(d, cu->cuMemHostAlloc(host, bytes, CU_MEMHOSTALLOC_DEVICEMAP));
+    if (st == KILN_OK) st = KILN_CU_CHECK(d, cu->cuMemHostGetDevicePointer(dev, *host, 0));
+    if (st != KILN_OK) {
+        rt_cuda_host_free(*host);
+        *host = NULL;
+        *dev = 0;
+    }
+    return st;
+}
+
+void rt_cuda_host_free(void *host)
+{
+    if (host) KILN_CU_CHECK(NULL, cu->cuMemFreeHost(host));
+}
+
+kiln_status rt_cuda_copy_to_device_async(CUdeviceptr dst, const void *src, size_t bytes, CUstream s, base_diag *d)
+{
+    KILN_ASSERT(cu != NULL);
+    return KILN_CU_CHECK(d, cu->cuMemcpyHtoDAsync(dst, src, bytes, s));
+}
+
+kiln_status rt_cuda_copy_to_host_async(void *dst, CUdeviceptr src, size_t bytes, CUstream s, base_diag *d)
+{
+    KILN_ASSERT(cu != NULL);
+    return KILN_CU_CHECK(d, cu->cuMemcpyDtoHAsync(dst, src, bytes, s));
+}
+
 kiln_status rt_cuda_stream_create(CUstream *out, base_diag *d)
 {
     KILN_ASSERT(cu != NULL);
@@ -395,4 +436,31 @@ void rt_cuda_graph_free(rt_cuda_graph *g)
     if (g->graph) KILN_CU_CHECK(NULL, cu->cuGraphDestroy(g->graph));
     g->exec = NULL;
     g->graph = NULL;
+}
+
+/* ---- events ------------------------------------------------------------------------ */
+
+kiln_status rt_cuda_event_create(CUevent *out, base_diag *d)
+{
+    KILN_ASSERT(cu != NULL);
+    *out = NULL;
+    return KILN_CU_CHECK(d, cu->cuEventCreate(out, CU_EVENT_DEFAULT));
+}
+
+void rt_cuda_event_free(CUevent e)
+{
+    if (e) KILN_CU_CHECK(NULL, cu->cuEventDestroy(e));
+}
+
+kiln_status rt_cuda_event_record(CUevent e, CUstream s, base_diag *d)
+{
+    KILN_ASSERT(cu != NULL);
+    return KILN_CU_CHECK(d, cu->cuEventRecord(e, s));
+}
+
+kiln_status rt_cuda_event_elapsed(CUevent start, CUevent end, float *ms, base_diag *d)
+{
+    KILN_ASSERT(cu != NULL);
+    *ms = 0;
+    return KILN_CU_CHECK(d, cu->cuEventElapsedTime(ms, start, end));
 }

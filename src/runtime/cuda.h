@@ -41,6 +41,7 @@ typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct CUevent_st *CUevent;
 
 enum {
     CUDA_SUCCESS = 0,
@@ -56,6 +57,8 @@ enum {
     CUDA_ERROR_NO_BINARY_FOR_GPU = 209,
     CUDA_ERROR_UNSUPPORTED_PTX_VERSION = 222,
     CUDA_ERROR_NOT_FOUND = 500,
+    CUDA_ERROR_ILLEGAL_ADDRESS = 700, /* a kernel's bad access: the context is lost for the process */
+    CUDA_ERROR_LAUNCH_FAILED = 719,   /* likewise, any other exception in a kernel */
     CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803,
     CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE = 804,
 };
@@ -74,6 +77,8 @@ enum {
 enum { CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8 }; /* CUfunction_attribute */
 enum { CU_STREAM_NON_BLOCKING = 1 };                          /* cuStreamCreate flags */
 enum { CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };             /* CUstreamCaptureMode */
+enum { CU_MEMHOSTALLOC_DEVICEMAP = 0x02 };                    /* cuMemHostAlloc flags */
+enum { CU_EVENT_DEFAULT = 0 };                                /* cuEventCreate flags */
 
 /* The entry points kiln uses. Members are named as in the CUDA
  * documentation; the comment gives the exported symbol when it is a
@@ -115,6 +120,15 @@ typedef struct rt_cuda_api {
     CUresult (*cuGraphLaunch)(CUgraphExec exec, CUstream s);
     CUresult (*cuGraphExecDestroy)(CUgraphExec exec);
     CUresult (*cuGraphDestroy)(CUgraph graph);
+    CUresult (*cuMemHostAlloc)(void **p, size_t bytes, unsigned flags);
+    CUresult (*cuMemHostGetDevicePointer)(CUdeviceptr *dev, void *host, unsigned flags); /* _v2 */
+    CUresult (*cuMemFreeHost)(void *p);
+    CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr dst, const void *src, size_t bytes, CUstream s); /* _v2 */
+    CUresult (*cuMemcpyDtoHAsync)(void *dst, CUdeviceptr src, size_t bytes, CUstream s);       /* _v2 */
+    CUresult (*cuEventCreate)(CUevent *e, unsigned flags);
+    CUresult (*cuEventRecord)(CUevent e, CUstream s);
+    CUresult (*cuEventElapsedTime)(float *ms, CUevent start, CUevent end);
+    CUresult (*cuEventDestroy)(CUevent e); /* cuEventDestroy_v2 */
 } rt_cuda_api;
 
 /* ---- errors ------------------------------------------------------------------ */
@@ -196,6 +210,17 @@ void rt_cuda_free(CUdeviceptr p); /* 0 is fine */
 kiln_status rt_cuda_copy_to_device(CUdeviceptr dst, const void *src, size_t bytes, base_diag *d);
 kiln_status rt_cuda_copy_to_host(void *dst, CUdeviceptr src, size_t bytes, base_diag *d);
 
+/* Page-locked host memory the device reads and writes directly (zero
+ * copy): *host for the CPU, *dev for kernels. OUT: free *host with
+ * rt_cuda_host_free. */
+kiln_status rt_cuda_host_alloc_mapped(size_t bytes, void **host, CUdeviceptr *dev, base_diag *d);
+void rt_cuda_host_free(void *host); /* NULL is fine */
+/* Stream-ordered copies. From pageable host memory the source may be
+ * reused as soon as the call returns; into it, the call returns when the
+ * copy is done. */
+kiln_status rt_cuda_copy_to_device_async(CUdeviceptr dst, const void *src, size_t bytes, CUstream s, base_diag *d);
+kiln_status rt_cuda_copy_to_host_async(void *dst, CUdeviceptr src, size_t bytes, CUstream s, base_diag *d);
+
 /* A non-blocking stream. OUT: *out, free with rt_cuda_stream_free. */
 kiln_status rt_cuda_stream_create(CUstream *out, base_diag *d);
 void rt_cuda_stream_free(CUstream s);
@@ -214,5 +239,14 @@ kiln_status rt_cuda_graph_begin(CUstream s, base_diag *d);
 kiln_status rt_cuda_graph_end(CUstream s, rt_cuda_graph *out, base_diag *d);
 kiln_status rt_cuda_graph_launch(const rt_cuda_graph *g, CUstream s, base_diag *d);
 void rt_cuda_graph_free(rt_cuda_graph *g);
+
+/* ---- events: GPU timestamps on a stream ---------------------------------------- */
+
+/* OUT: *out, free with rt_cuda_event_free. */
+kiln_status rt_cuda_event_create(CUevent *out, base_diag *d);
+void rt_cuda_event_free(CUevent e); /* NULL is fine */
+kiln_status rt_cuda_event_record(CUevent e, CUstream s, base_diag *d);
+/* Milliseconds between two recorded, completed events. */
+kiln_status rt_cuda_event_elapsed(CUevent start, CUevent end, float *ms, base_diag *d);
 
 #endif

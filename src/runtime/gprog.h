@@ -115,7 +115,8 @@ void rt_gprog_free(rt_gprog *p);
 
 /* The image for a device of compute capability major.minor: an exact
  * arch-specific match first (sm_90a on 9.0), else the newest generic image
- * not newer than the device; NULL when none runs there. */
+ * of the device's major version not newer than the device (SASS runs on
+ * its own major version only); NULL when none runs there. */
 const rt_gimage *rt_gprog_pick_image(const rt_gprog *p, int major, int minor);
 
 const char *rt_gprec_name(kiln_gprec p); /* "fp32", "fp16", "bf16" */

@@ -1,6 +1,8 @@
 /*
- * rt.c: the CPU runtime's public API (include/kiln_rt.h): loading a `.kiln`
- * artifact of target "c" and running it on the worker pool.
+ * rt.c: the runtime's public API (include/kiln_rt.h): loading a `.kiln`
+ * artifact of target "c" and running it on the worker pool; artifacts of
+ * target "cuda" share the signature, the segments and the outputs of
+ * data-dependent shape kept here, and go to rt_cuda.c for the rest.
  *
  * Loading does every check and every allocation a run needs, once: the
  * artifact is validated (artifact.c), the ISA the code was built for is
@@ -38,11 +40,6 @@
 
 int rt_code_avoid_memfd;
 
-typedef struct segment {
-    ir_model *model;
-    const rt_segment_desc *desc; /* bindings, owned by the model's artifact */
-} segment;
-
 struct kiln_rt_model {
     rt_artifact art;        /* signature, plan, bindings; its buffer pointers are dropped after loading */
     base_file_map map;      /* the artifact file, kept mapped while the weights are used in place */
@@ -62,8 +59,9 @@ struct kiln_rt_model {
     uint8_t *packed;        /* weights repacked by the program's prepare() */
     void *packed_raw;
 
-    segment *segs;
+    rt_segment *segs;
     int n_segs;
+    rt_gpu *gpu;            /* target "cuda": the device side; NULL for target "c" */
 
     rt_pool *pool;
     kiln_cctx *ctx;         /* per vEU */
@@ -131,21 +129,61 @@ static void *binding_address(kiln_rt_model *m, const rt_binding *b)
     return base ? base + b->offset : NULL; /* NULL: an empty io tensor the caller gave no buffer */
 }
 
-static bool binding_is_dynamic(const rt_binding *b)
+bool rt_binding_is_dynamic(const rt_binding *b)
 {
     for (int k = 0; k < b->rank; k++)
         if (b->dims[k] < 0) return true;
     return false;
 }
 
-static void binding_tensor(kiln_rt_model *m, const rt_binding *b, ir_tensor *t)
+void rt_binding_type(const rt_binding *b, ir_tensor *t)
 {
     memset(t, 0, sizeof(*t));
     t->dtype = b->dtype;
     t->rank = b->rank;
     memcpy(t->dims, b->dims, sizeof(t->dims));
-    t->nbytes = (size_t)ir_numel(t) * ir_dtype_size(b->dtype);
-    t->data = binding_address(m, b);
+    t->nbytes = rt_binding_is_dynamic(b) ? 0 : (size_t)ir_numel(t) * ir_dtype_size(b->dtype);
+}
+
+kiln_status rt_segment_exec(const rt_segment *seg, int index, const ir_tensor *in, ir_tensor *out, ir_tensor *dyn,
+                            char *err, size_t n_err)
+{
+    const rt_segment_desc *sd = seg->desc;
+    const ir_graph *g = seg->model->graph;
+    for (int i = 0; i < sd->n_out; i++) memset(&out[i], 0, sizeof(out[i]));
+    base_diag d;
+    base_diag_init(&d);
+    kiln_status st = ir_interp_run(g, in, out, NULL, &d);
+    if (st != KILN_OK) snprintf(err, n_err, "segment %d: %s", index, base_diag_text(&d));
+    base_diag_free(&d);
+    for (int i = 0; st == KILN_OK && i < sd->n_out; i++) {
+        const rt_binding *ob = &sd->out[i];
+        if (ob->kind == RT_BIND_OUTPUT && rt_binding_is_dynamic(ob)) {
+            /* kept for kiln_rt_result, whatever its shape */
+            if (out[i].dtype != ob->dtype) {
+                snprintf(err, n_err, "segment %d output %d ('%s') has dtype %s; its binding expects %s", index, i,
+                         g->outputs[i]->name, kiln_dtype_name(out[i].dtype), kiln_dtype_name(ob->dtype));
+                st = KILN_ERR_SHAPE;
+                break;
+            }
+            ir_tensor_release(&dyn[ob->io]);
+            dyn[ob->io] = out[i];
+            memset(&out[i], 0, sizeof(out[i]));
+            continue;
+        }
+        ir_tensor want;
+        rt_binding_type(ob, &want);
+        if (out[i].dtype != want.dtype || !ir_same_shape(&out[i], &want)) {
+            char a[160], b[160];
+            snprintf(err, n_err, "segment %d output %d ('%s') is %s; its binding expects %s", index, i,
+                     g->outputs[i]->name, ir_tensor_type_str(&out[i], a, sizeof(a)),
+                     ir_tensor_type_str(&want, b, sizeof(b)));
+            st = KILN_ERR_SHAPE;
+        }
+    }
+    if (st != KILN_OK)
+        for (int i = 0; i < sd->n_out; i++) ir_tensor_release(&out[i]);
+    return st;
 }
 
 static int host_run_segment(const kiln_host *h, const kiln_cctx *c, int seg)
@@ -156,50 +194,26 @@ static int host_run_segment(const kiln_host *h, const kiln_cctx *c, int seg)
         return 1;
     }
     const rt_segment_desc *sd = m->segs[seg].desc;
-    const ir_graph *g = m->segs[seg].model->graph;
     ir_tensor *ts = base_calloc((size_t)sd->n_in + (size_t)sd->n_out + 1, sizeof(ir_tensor));
     if (!ts) {
         run_fail(m, KILN_ERR_OOM, "segment %d: out of memory", seg);
         return 1;
     }
     ir_tensor *in = ts, *out = ts + sd->n_in;
-    for (int i = 0; i < sd->n_in; i++) binding_tensor(m, &sd->in[i], &in[i]);
-    base_diag d;
-    base_diag_init(&d);
-    kiln_status st = ir_interp_run(g, in, out, NULL, &d);
+    for (int i = 0; i < sd->n_in; i++) {
+        rt_binding_type(&sd->in[i], &in[i]);
+        in[i].data = binding_address(m, &sd->in[i]);
+    }
+    char err[RUN_ERROR_BYTES];
+    kiln_status st = rt_segment_exec(&m->segs[seg], seg, in, out, m->dyn, err, sizeof(err));
     if (st != KILN_OK) {
-        run_fail(m, st, "segment %d: %s", seg, base_diag_text(&d));
+        run_fail(m, st, "%s", err);
     } else {
         for (int i = 0; i < sd->n_out; i++) {
-            const rt_binding *ob = &sd->out[i];
-            if (ob->kind == RT_BIND_OUTPUT && binding_is_dynamic(ob)) {
-                /* kept for kiln_rt_result, whatever its shape */
-                if (out[i].dtype != ob->dtype) {
-                    run_fail(m, KILN_ERR_SHAPE, "segment %d output %d ('%s') has dtype %s; its binding expects %s",
-                             seg, i, g->outputs[i]->name, kiln_dtype_name(out[i].dtype), kiln_dtype_name(ob->dtype));
-                    st = KILN_ERR_SHAPE;
-                    break;
-                }
-                ir_tensor_release(&m->dyn[ob->io]);
-                m->dyn[ob->io] = out[i];
-                memset(&out[i], 0, sizeof(out[i]));
-                continue;
-            }
-            ir_tensor want;
-            binding_tensor(m, &sd->out[i], &want);
-            if (out[i].dtype != want.dtype || !ir_same_shape(&out[i], &want)) {
-                char a[160], b[160];
-                run_fail(m, KILN_ERR_SHAPE, "segment %d output %d ('%s') is %s; its binding expects %s", seg,
-                         i, g->outputs[i]->name, ir_tensor_type_str(&out[i], a, sizeof(a)),
-                         ir_tensor_type_str(&want, b, sizeof(b)));
-                st = KILN_ERR_SHAPE;
-                break;
-            }
-            if (want.nbytes) memcpy(want.data, out[i].data, want.nbytes);
+            if (out[i].nbytes) memcpy(binding_address(m, &sd->out[i]), out[i].data, out[i].nbytes);
+            ir_tensor_release(&out[i]);
         }
-        for (int i = 0; i < sd->n_out; i++) ir_tensor_release(&out[i]);
     }
-    base_diag_free(&d);
     base_free(ts);
     return st != KILN_OK;
 }
@@ -217,13 +231,8 @@ static bool same_type(const ir_value *v, const rt_binding *b, bool unknown_dims_
     return true;
 }
 
-/* Parses segment s and checks its graph against its bindings: inputs must
- * fit them (their unknown dims are fixed by the bindings), outputs whose
- * shapes inference knows must equal them. */
-static kiln_status load_segment(kiln_rt_model *m, int s, base_diag *d)
+kiln_status rt_segment_load(const rt_segment_desc *sd, int s, rt_segment *seg, base_diag *d)
 {
-    const rt_segment_desc *sd = &m->art.desc.segments[s];
-    segment *seg = &m->segs[s];
     seg->desc = sd;
     base_diag sdiag;
     base_diag_init(&sdiag);
@@ -244,10 +253,7 @@ static kiln_status load_segment(kiln_rt_model *m, int s, base_diag *d)
     for (int i = 0; i < sd->n_in; i++) {
         ir_value *v = g->inputs[i];
         ir_tensor want;
-        memset(&want, 0, sizeof(want));
-        want.dtype = sd->in[i].dtype;
-        want.rank = sd->in[i].rank;
-        memcpy(want.dims, sd->in[i].dims, sizeof(want.dims));
+        rt_binding_type(&sd->in[i], &want);
         if (!same_type(v, &sd->in[i], true)) {
             st = base_diag_add(d, KILN_ERR_INVALID_MODEL,
                                "artifact segment %d input %d ('%s'): the graph takes %s, the binding is %s", s, i,
@@ -265,12 +271,9 @@ static kiln_status load_segment(kiln_rt_model *m, int s, base_diag *d)
     }
     for (int i = 0; i < sd->n_out; i++) {
         const ir_value *v = g->outputs[i];
-        if (!v->shape_known || binding_is_dynamic(&sd->out[i]) || same_type(v, &sd->out[i], false)) continue;
+        if (!v->shape_known || rt_binding_is_dynamic(&sd->out[i]) || same_type(v, &sd->out[i], false)) continue;
         ir_tensor want;
-        memset(&want, 0, sizeof(want));
-        want.dtype = sd->out[i].dtype;
-        want.rank = sd->out[i].rank;
-        memcpy(want.dims, sd->out[i].dims, sizeof(want.dims));
+        rt_binding_type(&sd->out[i], &want);
         st = base_diag_add(d, KILN_ERR_INVALID_MODEL,
                            "artifact segment %d output %d ('%s'): the graph computes %s, the binding is %s", s, i,
                            v->name, ir_tensor_type_str(&v->t, a, sizeof(a)), ir_tensor_type_str(&want, b, sizeof(b)));
@@ -422,14 +425,43 @@ static kiln_status open_code(kiln_rt_model *m, const void *code, size_t n, base_
 
 /* ---- loading ----------------------------------------------------------------------------------- */
 
+/* What both targets keep on the host: the io pointers of a run, the
+ * outputs of data-dependent shape, the parsed fallback segments. */
+static kiln_status load_host_side(kiln_rt_model *m, base_diag *d)
+{
+    const rt_artifact_desc *a = &m->art.desc;
+    m->io = base_calloc((size_t)a->n_inputs + (size_t)a->n_outputs + 1, sizeof(void *));
+    m->dyn = base_calloc((size_t)a->n_outputs + 1, sizeof(ir_tensor));
+    m->segs = base_calloc((size_t)a->n_segments + 1, sizeof(rt_segment));
+    if (!m->io || !m->dyn || !m->segs)
+        return base_diag_add(d, KILN_ERR_OOM, "out of memory loading the model (%d segments)", a->n_segments);
+    for (int s = 0; s < a->n_segments; s++) {
+        m->n_segs = s + 1; /* freed from here on, also when loading it fails */
+        KILN_TRY(rt_segment_load(&a->segments[s], s, &m->segs[s], d));
+    }
+    return KILN_OK;
+}
+
+/* Target "cuda": the device side is rt_cuda.c's; the CUDA program runs
+ * from the calling thread (n_threads does not apply). */
+static kiln_status load_cuda(kiln_rt_model *m, base_diag *d)
+{
+    m->n_threads = 1;
+    KILN_TRY(load_host_side(m, d));
+    KILN_TRY(rt_gpu_load(&m->art, m->segs, &m->gpu, d));
+    rt_artifact_forget_buffer(&m->art);
+    return KILN_OK;
+}
+
 static kiln_status load(const void *buf, size_t n, base_file_map *map, int n_threads, kiln_rt_model *m,
                         base_diag *d)
 {
     KILN_TRY(rt_artifact_read(buf, n, &m->art, d));
     const rt_artifact_desc *a = &m->art.desc;
+    if (strcmp(a->target, "cuda") == 0) return load_cuda(m, d);
     if (strcmp(a->target, "c") != 0)
         return base_diag_add(d, KILN_ERR_UNSUPPORTED,
-                             "the artifact is for target '%s'; this runtime runs target 'c' (CPU) artifacts",
+                             "the artifact is for target '%s'; this runtime runs targets 'c' (CPU) and 'cuda'",
                              a->target);
     KILN_TRY(check_isa(a->isa, d));
     m->n_threads = n_threads ? n_threads : a->default_threads;
@@ -458,21 +490,14 @@ static kiln_status load(const void *buf, size_t n, base_file_map *map, int n_thr
     size_t scratch_total;
     if (!base_mul_ok(m->scratch_stride, (size_t)m->n_threads, &scratch_total)) scratch_total = SIZE_MAX;
     m->scratch = rt_calloc_aligned(scratch_total, &m->scratch_raw);
-    m->io = base_calloc((size_t)a->n_inputs + (size_t)a->n_outputs + 1, sizeof(void *));
-    m->dyn = base_calloc((size_t)a->n_outputs + 1, sizeof(ir_tensor));
     m->ctx = base_calloc((size_t)m->n_threads, sizeof(kiln_cctx));
-    m->segs = base_calloc((size_t)a->n_segments + 1, sizeof(segment));
     m->packed = rt_calloc_aligned(m->prog->packed_bytes, &m->packed_raw);
-    if (!m->arena || !m->scratch || !m->packed || !m->io || !m->dyn || !m->ctx || !m->segs)
+    if (!m->arena || !m->scratch || !m->packed || !m->ctx)
         return base_diag_add(d, KILN_ERR_OOM,
                              "out of memory allocating the arena (%llu bytes), scratch (%zu bytes) and packed weights "
                              "(%zu bytes)", (unsigned long long)a->arena_bytes, scratch_total, m->prog->packed_bytes);
     if (m->prog->prepare) m->prog->prepare(m->weights, m->packed);
-
-    for (int s = 0; s < a->n_segments; s++) {
-        m->n_segs = s + 1; /* freed from here on, also when loading it fails */
-        KILN_TRY(load_segment(m, s, d));
-    }
+    KILN_TRY(load_host_side(m, d));
 
     KILN_TRY(rt_pool_init(&m->pool, m->n_threads, d));
     m->host.run_segment = host_run_segment;
@@ -543,6 +568,7 @@ kiln_status kiln_rt_load(const char *path, int n_threads, kiln_rt_model **out)
 void kiln_rt_free(kiln_rt_model *m)
 {
     if (!m) return;
+    rt_gpu_free(m->gpu);
     rt_pool_free(m->pool);
     for (int s = 0; s < m->n_segs; s++) ir_model_free(m->segs[s].model);
     base_free(m->segs);
@@ -564,27 +590,69 @@ void kiln_rt_free(kiln_rt_model *m)
 
 /* ---- running ------------------------------------------------------------------------------------ */
 
-kiln_status kiln_rt_run(kiln_rt_model *m, const void *const *inputs, void *const *outputs)
+/* Checks a run's arguments; `fn` names the public function in messages. */
+static kiln_status check_run_args(const kiln_rt_model *m, const void *const *inputs, void *const *outputs,
+                                  const char *fn)
 {
-    if (!m) return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_run: model is NULL");
+    if (!m) return set_error(KILN_ERR_INVALID_ARG, "%s: model is NULL", fn);
     const rt_artifact_desc *a = &m->art.desc;
     if ((a->n_inputs && !inputs) || (a->n_outputs && !outputs))
-        return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_run: the %s array is NULL", !inputs ? "inputs" : "outputs");
+        return set_error(KILN_ERR_INVALID_ARG, "%s: the %s array is NULL", fn, !inputs ? "inputs" : "outputs");
     for (int i = 0; i < a->n_inputs; i++)
         if (!inputs[i] && a->inputs[i].nbytes)
-            return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_run: input %d ('%s') is NULL", i, a->inputs[i].name);
+            return set_error(KILN_ERR_INVALID_ARG, "%s: input %d ('%s') is NULL", fn, i, a->inputs[i].name);
     for (int i = 0; i < a->n_outputs; i++)
         if (!outputs[i] && a->outputs[i].nbytes)
-            return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_run: output %d ('%s') is NULL", i, a->outputs[i].name);
-    if (atomic_exchange(&m->running, true))
-        return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_run: the model is already running (one run at a time)");
+            return set_error(KILN_ERR_INVALID_ARG, "%s: output %d ('%s') is NULL", fn, i, a->outputs[i].name);
+    return KILN_OK;
+}
+
+/* A run on the GPU, with host buffers or device pointers. */
+static kiln_status run_gpu(kiln_rt_model *m, const void *const *inputs, void *const *outputs, bool device)
+{
+    const rt_artifact_desc *a = &m->art.desc;
     for (int i = 0; i < a->n_inputs; i++) m->io[i] = (void *)(uintptr_t)inputs[i];
     for (int i = 0; i < a->n_outputs; i++) m->io[a->n_inputs + i] = outputs[i];
-    atomic_store_explicit(&m->failed, 0, memory_order_relaxed);
-    rt_pool_run(m->pool, m->prog->stages, m->prog->n_stages, m->ctx);
+    base_diag d;
+    base_diag_init(&d);
+    kiln_status st = rt_gpu_run(m->gpu, inputs, outputs, device, m->dyn, &d);
+    if (st != KILN_OK) set_error(st, "%s", d.n_msgs ? base_diag_text(&d) : kiln_status_name(st));
+    base_diag_free(&d);
+    return st;
+}
+
+kiln_status kiln_rt_run(kiln_rt_model *m, const void *const *inputs, void *const *outputs)
+{
+    KILN_TRY(check_run_args(m, inputs, outputs, "kiln_rt_run"));
+    const rt_artifact_desc *a = &m->art.desc;
+    if (atomic_exchange(&m->running, true))
+        return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_run: the model is already running (one run at a time)");
     kiln_status st = KILN_OK;
-    if (atomic_load_explicit(&m->failed, memory_order_relaxed)) /* the pool's end of run orders the message */
-        st = set_error(m->run_status, "%s", m->run_error);
+    if (m->gpu) {
+        st = run_gpu(m, inputs, outputs, false);
+    } else {
+        for (int i = 0; i < a->n_inputs; i++) m->io[i] = (void *)(uintptr_t)inputs[i];
+        for (int i = 0; i < a->n_outputs; i++) m->io[a->n_inputs + i] = outputs[i];
+        atomic_store_explicit(&m->failed, 0, memory_order_relaxed);
+        rt_pool_run(m->pool, m->prog->stages, m->prog->n_stages, m->ctx);
+        if (atomic_load_explicit(&m->failed, memory_order_relaxed)) /* the pool's end of run orders the message */
+            st = set_error(m->run_status, "%s", m->run_error);
+    }
+    m->ran = st == KILN_OK;
+    atomic_store(&m->running, false);
+    return st;
+}
+
+kiln_status kiln_rt_run_device(kiln_rt_model *m, const void *const *inputs, void *const *outputs)
+{
+    KILN_TRY(check_run_args(m, inputs, outputs, "kiln_rt_run_device"));
+    if (!m->gpu)
+        return set_error(KILN_ERR_UNSUPPORTED,
+                         "kiln_rt_run_device: the model is for target '%s', which runs on host memory: use kiln_rt_run",
+                         m->art.desc.target);
+    if (atomic_exchange(&m->running, true))
+        return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_run_device: the model is already running (one run at a time)");
+    kiln_status st = run_gpu(m, inputs, outputs, true);
     m->ran = st == KILN_OK;
     atomic_store(&m->running, false);
     return st;
@@ -633,6 +701,14 @@ kiln_status kiln_rt_set_profiling(kiln_rt_model *m, int on)
 {
     if (!m) return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_set_profiling: model is NULL");
     if (atomic_load(&m->running)) return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_set_profiling: a run is in progress");
+    if (m->gpu) {
+        base_diag d;
+        base_diag_init(&d);
+        kiln_status st = rt_gpu_set_profiling(m->gpu, on != 0, &d);
+        if (st != KILN_OK) set_error(st, "kiln_rt_set_profiling: %s", base_diag_text(&d));
+        base_diag_free(&d);
+        return st;
+    }
     if (on && !m->profile) {
         m->profile = base_calloc((size_t)m->prog->n_stages * 2 + 2, sizeof(uint64_t));
         if (!m->profile) return set_error(KILN_ERR_OOM, "kiln_rt_set_profiling: out of memory");
@@ -643,17 +719,39 @@ kiln_status kiln_rt_set_profiling(kiln_rt_model *m, int on)
     return KILN_OK;
 }
 
-int kiln_rt_num_stages(const kiln_rt_model *m) { return m ? m->prog->n_stages : 0; }
+int kiln_rt_num_stages(const kiln_rt_model *m)
+{
+    if (!m) return 0;
+    return m->gpu ? rt_gpu_num_launches(m->gpu, NULL, NULL) : m->prog->n_stages;
+}
 
 kiln_status kiln_rt_stage_profile(const kiln_rt_model *m, int stage, const char **name, int *n_rtasks, double *run_s,
                                   double *wait_s)
 {
-    if (!m || stage < 0 || stage >= m->prog->n_stages)
+    if (!m || stage < 0 || stage >= kiln_rt_num_stages(m))
         return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_stage_profile: no stage %d", stage);
+    if (m->gpu) {
+        rt_gpu_stage(m->gpu, stage, name, n_rtasks, run_s);
+        if (wait_s) *wait_s = 0;
+        return KILN_OK;
+    }
     const kiln_cstage *st = &m->prog->stages[stage];
     if (name) *name = st->name ? st->name : "";
     if (n_rtasks) *n_rtasks = st->n_rtasks;
     if (run_s) *run_s = m->profile ? (double)m->profile[2 * stage] * 1e-9 : 0;
     if (wait_s) *wait_s = m->profile ? (double)m->profile[2 * stage + 1] * 1e-9 : 0;
+    return KILN_OK;
+}
+
+/* ---- the CUDA target ---------------------------------------------------------------------------- */
+
+const char *kiln_rt_target(const kiln_rt_model *m) { return m ? m->art.desc.target : NULL; }
+
+kiln_status kiln_rt_num_launches(const kiln_rt_model *m, int *kernels, int *graphs)
+{
+    if (kernels) *kernels = 0;
+    if (graphs) *graphs = 0;
+    if (!m) return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_num_launches: model is NULL");
+    if (m->gpu) rt_gpu_num_launches(m->gpu, kernels, graphs);
     return KILN_OK;
 }

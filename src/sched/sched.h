@@ -4,8 +4,9 @@
  *
  * A group is the unit of scheduling (DESIGN.md "Group"): a contraction
  * (Conv, MatMul, Gemm) with its fused epilogue, a fused elementwise
- * subgraph (MonoNN's EWS), a row-wise normalisation, a data-movement op, or
- * a fallback segment run by the reference interpreter. Each group becomes
+ * subgraph (MonoNN's EWS), a row-wise normalisation, a fused attention
+ * (MatMul-Softmax-MatMul, for targets that ask for it), a data-movement op,
+ * or a fallback segment run by the reference interpreter. Each group becomes
  * one rOperator (Rammer 3.1): a function computing rTask t of n_rtasks.
  * The rProgram orders them in stages with waits; the memory plan places
  * every activation in one arena by liveness.
@@ -19,11 +20,12 @@ typedef enum sched_group_kind {
     SCHED_GROUP_CONV,        /* Conv (+ bias, residual, activation) */
     SCHED_GROUP_GEMM,        /* MatMul / Gemm (+ bias, residual, activation, scale) */
     SCHED_GROUP_POOL,        /* MaxPool / AveragePool */
-    SCHED_GROUP_ROWS,        /* Softmax, LogSoftmax, LayerNormalization, GlobalAveragePool */
+    SCHED_GROUP_ROWS,        /* Softmax, LogSoftmax, LayerNormalization, GlobalAveragePool, RMSNorm */
     SCHED_GROUP_ELEMENTWISE, /* a fused subgraph of elementwise ops with one output shape */
     SCHED_GROUP_MOVE,        /* data movement: Transpose, Concat, Slice, Gather, Expand, ... */
     SCHED_GROUP_ALIAS,       /* Reshape-like: output shares the input's memory, no code */
     SCHED_GROUP_FALLBACK,    /* a segment run by the reference interpreter */
+    SCHED_GROUP_ATTENTION,   /* MatMul-Softmax-MatMul attention (pass.h PASS_PATTERN_ATTENTION) */
     SCHED_GROUP_KIND_COUNT
 } sched_group_kind;
 

@@ -55,6 +55,9 @@ typedef struct target {
     /* Whether node n (shapes inferred) compiles to a template; others run
      * in fallback segments. */
     bool (*can_compile)(const ir_node *n);
+    /* Optional (0: none): multi-node patterns (PASS_PATTERN_*) the target
+     * compiles as one group each. */
+    unsigned patterns;
     /* Emits and builds the program for the partitioned, planned graph. */
     kiln_status (*build)(const ir_graph *g, const sched_program *p, const target_options *o, target_output *out,
                          base_diag *d);

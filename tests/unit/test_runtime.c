@@ -829,9 +829,13 @@ UNIT_TEST(runtime_load_errors_are_clear)
     s.desc.code = a.desc.code;
     s.desc.code_bytes = a.desc.code_bytes;
 
-    s.desc.target = "cuda";
+    s.desc.target = "tpu";
     art = encode(&s.desc, &m);
-    EXPECT_LOAD_ERROR(art, m, KILN_ERR_UNSUPPORTED, "target 'cuda'");
+    EXPECT_LOAD_ERROR(art, m, KILN_ERR_UNSUPPORTED, "target 'tpu'");
+    free(art);
+    s.desc.target = "cuda"; /* a shared object where the cuda program should be */
+    art = encode(&s.desc, &m);
+    EXPECT_LOAD_ERROR(art, m, KILN_ERR_INVALID_MODEL, "not a cuda program");
     free(art);
     s.desc.target = "c";
     s.desc.isa = "sse9";

@@ -91,6 +91,7 @@ void cg_fault_stmt(const cg_emitter *e, base_str *s, const char *code);
 /* ---- what compiles, by group kind (emit_*.c) ------------------------------------ */
 
 bool cg_can_contract(const ir_node *n);   /* Conv, MatMul, Gemm */
+bool cg_can_conv(const ir_node *n);       /* Conv (emit_conv.c; cg_can_contract asks it) */
 bool cg_can_pool(const ir_node *n);       /* MaxPool, AveragePool */
 bool cg_can_rows(const ir_node *n);       /* Softmax, LogSoftmax, LayerNormalization, GlobalAveragePool */
 bool cg_can_elementwise(const ir_node *n);
@@ -102,6 +103,7 @@ kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op);
 kiln_status cg_emit_gemm(cg_emitter *e, const sched_group *grp, cg_op *op);
 kiln_status cg_emit_pool(cg_emitter *e, const sched_group *grp, cg_op *op);
 kiln_status cg_emit_rows(cg_emitter *e, const sched_group *grp, cg_op *op);
+kiln_status cg_emit_attention(cg_emitter *e, const sched_group *grp, cg_op *op); /* SCHED_GROUP_ATTENTION */
 kiln_status cg_emit_elementwise(cg_emitter *e, const sched_group *grp, cg_op *op);
 kiln_status cg_emit_move(cg_emitter *e, const sched_group *grp, cg_op *op);
 

@@ -396,6 +396,7 @@ static kiln_status emit_group(cg_emitter *e, program *pr, target_output *out, co
     case SCHED_GROUP_GEMM: st = cg_emit_gemm(e, grp, &op); break;
     case SCHED_GROUP_POOL: st = cg_emit_pool(e, grp, &op); break;
     case SCHED_GROUP_ROWS: st = cg_emit_rows(e, grp, &op); break;
+    case SCHED_GROUP_ATTENTION: st = cg_emit_attention(e, grp, &op); break;
     case SCHED_GROUP_ELEMENTWISE: st = cg_emit_elementwise(e, grp, &op); break;
     case SCHED_GROUP_MOVE: st = cg_emit_move(e, grp, &op); break;
     default: return base_diag_add(e->d, KILN_ERR_INTERNAL, "group '%s': unknown kind %d", grp->name, grp->kind);
@@ -517,5 +518,6 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
 const target target_cuda = {
     .name = "cuda",
     .can_compile = cuda_can_compile,
+    .patterns = PASS_PATTERN_ATTENTION | PASS_PATTERN_RMS_NORM,
     .build = cuda_build,
 };

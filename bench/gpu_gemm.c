@@ -1,0 +1,592 @@
+/*
+ * gpu_gemm.c: the cuda target's GEMM templates (kernels/kg_gemm.cuh) on a
+ * real GPU, candidate by candidate, on the shapes that matter: 8192^3 and
+ * BERT-base's at batch 1 and 16 (seq 128), plus small shapes of every
+ * operand layout, odd extents and dtype that check correctness only.
+ *
+ *   make BUILD=build build/gpu_gemm
+ *   build/gpu_gemm [--shapes NAME,...] [--heuristic-only] [--csv FILE] [--compile-only] [--save DIR]
+ *                  [--min-blocks2]
+ *
+ * For each shape it builds every configuration emit_gemm.c offers (this
+ * file includes emit_gemm.c: the same candidate table, cost model and
+ * op_<id> body the compiler emits), compiles them with NVRTC for the
+ * device, and for each: fills a NaN-poisoned output, compares every
+ * element (small shapes) or a sample plus the last row and column (large
+ * ones) with a double-precision host reference, and times a CUDA graph of
+ * repeated launches between events (median of 5 replays). Prints one line
+ * per candidate, then per shape the heuristic's pick and the fastest, and
+ * "RESULT {json}" lines that bench/gpu_gemm.py reads to put cuBLAS beside.
+ * --min-blocks2 compiles configurations of at most 113 KB of shared memory
+ * with __launch_bounds__(threads, 2) (emit.c's kernels have no minimum).
+ * --save DIR writes each shape's program and cubin there (DIR/NAME.cu,
+ * DIR/NAME.cubin) for cuobjdump. --compile-only needs no GPU: it builds every program for sm_90a (an
+ * H100 with 132 SMs stands in for the device) and stops.
+ * Exit status 1 when any candidate computes a wrong result, 7 without a GPU.
+ */
+#include "../src/target/cuda/emit_gemm.c" /* the candidates, the cost model and emit_call */
+
+#include "runtime/cuda.h"
+#include "target/cuda/nvrtc.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+typedef struct shape {
+    const char *name;
+    int64_t batch, m, n, k;
+    int la, lb;        /* 0: K contiguous; 1: M / N contiguous */
+    kiln_dtype dt;     /* storage of A, B and C */
+    bool bias_gelu;    /* epilogue: per-column bias, then GELU */
+    bool timed;        /* correctness only when false */
+} shape;
+
+#define BERT(tag, m)                                                                                          \
+    {tag "_qkv", 1, m, 2304, 768, 0, 1, KILN_F16, false, true},                                               \
+        {tag "_attn_out", 1, m, 768, 768, 0, 1, KILN_F16, false, true},                                       \
+        {tag "_ffn1", 1, m, 3072, 768, 0, 1, KILN_F16, false, true},                                          \
+        {tag "_ffn2", 1, m, 768, 3072, 0, 1, KILN_F16, false, true},                                          \
+        {tag "_qk", (m) / 128 * 12, 128, 128, 64, 0, 1, KILN_F16, false, true},                               \
+        {tag "_pv", (m) / 128 * 12, 128, 64, 128, 0, 1, KILN_F16, false, true}
+
+static const shape shapes[] = {
+    {"sq8192", 1, 8192, 8192, 8192, 0, 1, KILN_F16, false, true},
+    BERT("bert1", 128),
+    BERT("bert16", 2048),
+    {"bert16_ffn1_bias_gelu", 1, 2048, 3072, 768, 0, 1, KILN_F16, true, true},
+    {"sq4096_bf16", 1, 4096, 4096, 4096, 0, 1, KILN_BF16, false, true},
+    {"sq2048_f32", 1, 2048, 2048, 2048, 0, 1, KILN_F32, false, true},
+    /* correctness: every layout, edges of tiles and k-tiles */
+    {"chk_104x72x40_kk", 1, 104, 72, 40, 0, 0, KILN_F16, false, false},
+    {"chk_104x72x40_kn", 1, 104, 72, 40, 0, 1, KILN_F16, false, false},
+    {"chk_104x72x40_mk", 1, 104, 72, 40, 1, 0, KILN_F16, false, false},
+    {"chk_104x72x40_mn", 1, 104, 72, 40, 1, 1, KILN_F16, true, false},
+    {"chk_100x72x40_kn", 1, 100, 72, 40, 0, 1, KILN_F16, false, false},
+    {"chk_264x48x264_kn", 1, 264, 48, 264, 0, 1, KILN_F16, false, false},
+    {"chk_264x48x264_mk", 1, 264, 48, 264, 1, 0, KILN_BF16, true, false},
+    {"chk_b3_257x136x96_kn", 3, 257, 136, 96, 0, 1, KILN_F16, true, false},
+    {"chk_b3_264x136x96_mn", 3, 264, 136, 96, 1, 1, KILN_BF16, false, false},
+    {"chk_odd_f16_37x45x29", 1, 37, 45, 29, 0, 1, KILN_F16, true, false},
+    {"chk_odd_f32_37x45x29_kk", 2, 37, 45, 29, 0, 0, KILN_F32, true, false},
+    {"chk_odd_f32_37x45x29_mn", 1, 37, 45, 29, 1, 1, KILN_F32, false, false},
+    {"chk_k0_16x24x0", 1, 16, 24, 0, 0, 1, KILN_F16, true, false},
+};
+
+#define N_SHAPES ((int)KILN_COUNT(shapes))
+#define N_REPLAYS 5
+#define N_SAMPLES 2048
+
+static int n_failed;
+static bool ctx_lost; /* a kernel faulted: the CUDA context is gone */
+static cg_gpu dv_gpu; /* the device, as emit_gemm.c's cost model sees it */
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static size_t dt_bytes(kiln_dtype t) { return t == KILN_F32 ? 4 : 2; }
+
+static float load_elem(const void *p, int64_t i, kiln_dtype t)
+{
+    if (t == KILN_F16) return base_f16_to_f32(((const uint16_t *)p)[i]);
+    if (t == KILN_BF16) return base_bf16_to_f32(((const uint16_t *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+static void store_elem(void *p, int64_t i, float v, kiln_dtype t)
+{
+    if (t == KILN_F16) ((uint16_t *)p)[i] = base_f32_to_f16(v);
+    else if (t == KILN_BF16) ((uint16_t *)p)[i] = base_f32_to_bf16(v);
+    else ((float *)p)[i] = v;
+}
+
+static uint64_t rng_state = 88172645463325252ull;
+static float rnd(void) /* uniform in [-1, 1) */
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+/* The problem emit_gemm.c would see for s (no IR behind it: emit_call and
+ * the candidate functions read only these fields). */
+static void problem_of(const shape *s, gemm_problem *g)
+{
+    memset(g, 0, sizeof(*g));
+    g->m = s->m;
+    g->n = s->n;
+    g->k = s->k;
+    g->la = s->la;
+    g->lb = s->lb;
+    g->lda = s->la ? s->m : s->k;
+    g->ldb = s->lb ? s->n : s->k;
+    g->n_batch = s->batch;
+    g->sa = g->sb = g->sy = s->dt;
+    g->sbias = g->sres = s->dt;
+    g->alpha = g->beta = 1.0f;
+    g->ep.scale = 1.0f;
+    if (s->bias_gelu) {
+        g->ep.act = PASS_ACT_GELU;
+        g->bias_cs = 1;
+    }
+    g->tc = gemm_tc_ok(g);
+}
+
+/* Offsets in the device buffer: A, B, C, bias, each 256-byte aligned. */
+typedef struct layout {
+    size_t a, b, c, bias, total;
+} layout;
+
+static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
+
+static layout layout_of(const shape *s)
+{
+    size_t e = dt_bytes(s->dt);
+    layout l;
+    l.a = 0;
+    l.b = align256(l.a + (size_t)(s->batch * s->m * s->k) * e + 16);
+    l.c = align256(l.b + (size_t)(s->batch * s->k * s->n) * e + 16);
+    l.bias = align256(l.c + (size_t)(s->batch * s->m * s->n) * e);
+    l.total = align256(l.bias + (size_t)s->n * e) + 256;
+    return l;
+}
+
+/* One CUDA file with every candidate of s: op_i and kernel k_i. */
+static bool min_blocks2; /* --min-blocks2: __launch_bounds__(threads, 2) where two blocks fit by shared memory */
+
+static char *source_of(const shape *s, const gemm_problem *g, const gemm_cfg *cands, int n)
+{
+    base_str src;
+    base_str_init(&src);
+    for (int i = 0; i < cg_kernel_sources_count; i++)
+        if (!strcmp(cg_kernel_sources[i].name, "kg.h"))
+            base_str_printf(&src, "/* ---- kg.h ---- */\n%s\n", cg_kernel_sources[i].text);
+    for (int i = 0; i < cg_kernel_sources_count; i++)
+        if (!strcmp(cg_kernel_sources[i].name, "kg_gemm.cuh"))
+            base_str_printf(&src, "/* ---- kg_gemm.cuh ---- */\n%s\n", cg_kernel_sources[i].text);
+    layout l = layout_of(s);
+    const char *ty = cg_type(s->dt);
+    char pa[96], pb[96], pc[96], pbias[96];
+    snprintf(pa, sizeof(pa), "((const %s *)(c->arena + %zu))", ty, l.a);
+    snprintf(pb, sizeof(pb), "((const %s *)(c->arena + %zu))", ty, l.b);
+    snprintf(pc, sizeof(pc), "((%s *)(c->arena + %zu))", ty, l.c);
+    snprintf(pbias, sizeof(pbias), "((const %s *)(c->arena + %zu))", ty, l.bias);
+    for (int i = 0; i < n; i++) {
+        int64_t tiles = cdiv(g->m, cands[i].bm) * cdiv(g->n, cands[i].bn);
+        base_str_printf(&src, "static __device__ void op_%d(const kiln_gctx *c, int t)\n{\n    kg_gemm_args g;\n", i);
+        base_str_printf(&src,
+                        "    int b = t / %lld;\n    t %%= %lld;\n    kg_i64 oa = (kg_i64)b * %lldLL, ob = (kg_i64)b * "
+                        "%lldLL, oc = (kg_i64)b * %lldLL;\n",
+                        (long long)tiles, (long long)tiles, (long long)(s->m * s->k), (long long)(s->k * s->n),
+                        (long long)(s->m * s->n));
+        emit_call(&src, g, &cands[i], pa, pb, pc, s->bias_gelu ? pbias : NULL, NULL);
+        int min_blocks = min_blocks2 && cfg_smem(&cands[i]) <= 113 * 1024 ? 2 : 1;
+        base_str_printf(&src,
+                        "extern \"C\" __global__ void __launch_bounds__(%d, %d) k_%d(const kiln_gctx *c)\n{\n"
+                        "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, t);\n}\n\n",
+                        cfg_threads(&cands[i]), min_blocks, i, (long long)cfg_rtasks(g, &cands[i]), i);
+    }
+    char *out = src.oom ? NULL : strdup(base_str_get(&src));
+    base_str_free(&src);
+    return out;
+}
+
+/* ---- compiling every shape's program on several threads --------------------------- */
+
+typedef struct job {
+    const shape *s;
+    gemm_problem g;
+    gemm_cfg cands[MAX_CANDS];
+    int n_cands, heuristic;
+    char *src;
+    void *cubin;
+    size_t cubin_bytes;
+    kiln_status st;
+    char err[2048];
+    double compile_s;
+} job;
+
+typedef struct pool {
+    job *jobs;
+    int n, next;
+    int sm_major, sm_minor;
+    pthread_mutex_t lock;
+} pool;
+
+static void *compile_worker(void *arg)
+{
+    pool *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        int i = p->next++;
+        pthread_mutex_unlock(&p->lock);
+        if (i >= p->n) return NULL;
+        job *j = &p->jobs[i];
+        base_diag d;
+        base_diag_init(&d);
+        double t0 = now_s();
+        j->st = j->src ? cg_nvrtc_compile(j->src, j->s->name, p->sm_major, p->sm_minor, p->sm_major >= 9, &j->cubin,
+                                          &j->cubin_bytes, &d)
+                       : KILN_ERR_OOM;
+        j->compile_s = now_s() - t0;
+        if (j->st != KILN_OK) snprintf(j->err, sizeof(j->err), "%s", base_diag_text(&d));
+        base_diag_free(&d);
+    }
+}
+
+/* ---- running one shape --------------------------------------------------------------- */
+
+static double act_gelu(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
+
+/* The reference of C[b][i][j] from the host copies. */
+static double reference(const shape *s, const void *ha, const void *hb, const void *hbias, int64_t b, int64_t i,
+                        int64_t j)
+{
+    double acc = 0;
+    for (int64_t k = 0; k < s->k; k++) {
+        int64_t ia = b * s->m * s->k + (s->la ? k * s->m + i : i * s->k + k);
+        int64_t ib = b * s->k * s->n + (s->lb ? k * s->n + j : j * s->k + k);
+        acc += (double)load_elem(ha, ia, s->dt) * (double)load_elem(hb, ib, s->dt);
+    }
+    if (s->bias_gelu) acc = act_gelu(acc + load_elem(hbias, j, s->dt));
+    return acc;
+}
+
+/* The elements checked: all of them (small shapes) or a sample plus the
+ * last row and column of the last batch; and their reference values. */
+typedef struct checks {
+    int64_t n, *idx;
+    double *ref, rms;
+} checks;
+
+static bool checks_init(checks *c, const shape *s, const void *ha, const void *hb, const void *hbias)
+{
+    int64_t total = s->batch * s->m * s->n;
+    c->n = !s->timed || total <= 65536 ? total : N_SAMPLES + s->m + s->n;
+    c->ref = malloc((size_t)(c->n + 1) * sizeof(double));
+    c->idx = malloc((size_t)(c->n + 1) * sizeof(int64_t));
+    if (!c->ref || !c->idx) return false;
+    uint64_t st = 12345;
+    int64_t last = (s->batch - 1) * s->m * s->n;
+    for (int64_t t = 0; t < c->n; t++) {
+        if (c->n == total) c->idx[t] = t;
+        else if (t < N_SAMPLES) {
+            st = st * 6364136223846793005ull + 1442695040888963407ull;
+            c->idx[t] = (int64_t)((st >> 17) % (uint64_t)total);
+        } else if (t < N_SAMPLES + s->m) {
+            c->idx[t] = last + (t - N_SAMPLES) * s->n + s->n - 1;
+        } else {
+            c->idx[t] = last + (s->m - 1) * s->n + (t - N_SAMPLES - s->m);
+        }
+    }
+    double ss = 0;
+    for (int64_t t = 0; t < c->n; t++) {
+        int64_t e = c->idx[t], b = e / (s->m * s->n), i = e / s->n % s->m, j = e % s->n;
+        c->ref[t] = reference(s, ha, hb, hbias, b, i, j);
+        ss += c->ref[t] * c->ref[t];
+    }
+    c->rms = sqrt(ss / (double)(c->n ? c->n : 1)) + 1e-30;
+    return true;
+}
+
+/* Worst error of the output hc over the checked elements, relative to
+ * |ref| + the reference's RMS; NaN (an unwritten output) stays NaN. */
+static double checks_worst(const checks *c, const shape *s, const void *hc)
+{
+    double worst = 0;
+    for (int64_t t = 0; t < c->n; t++) {
+        double out = load_elem(hc, c->idx[t], s->dt);
+        double err = fabs(out - c->ref[t]) / (fabs(c->ref[t]) + c->rms);
+        if (!(err <= worst)) worst = err;
+    }
+    return worst;
+}
+
+static double tolerance(kiln_dtype t) { return t == KILN_F32 ? 1e-5 : t == KILN_F16 ? 4e-3 : 3e-2; }
+
+typedef struct device {
+    const rt_cuda_api *cu;
+    CUstream stream;
+    CUevent e0, e1;
+} device;
+
+/* Microseconds per launch of fn: a graph of `reps` launches, median of
+ * N_REPLAYS replays between events; < 0 on error. */
+static double time_kernel(device *dv, CUfunction fn, unsigned grid, unsigned block, unsigned smem, void **args,
+                          int reps, base_diag *d)
+{
+    rt_cuda_graph gr = {0};
+    kiln_status st = rt_cuda_graph_begin(dv->stream, d);
+    for (int i = 0; i < reps && st == KILN_OK; i++) st = rt_cuda_launch(fn, grid, block, smem, dv->stream, args, d);
+    kiln_status end = rt_cuda_graph_end(dv->stream, &gr, d);
+    if (st == KILN_OK) st = end;
+    double t[N_REPLAYS];
+    if (st == KILN_OK) st = rt_cuda_graph_launch(&gr, dv->stream, d); /* warm-up */
+    for (int r = 0; r < N_REPLAYS && st == KILN_OK; r++) {
+        float ms = 0;
+        st = KILN_CU_CHECK(d, dv->cu->cuEventRecord(dv->e0, dv->stream));
+        if (st == KILN_OK) st = rt_cuda_graph_launch(&gr, dv->stream, d);
+        if (st == KILN_OK) st = KILN_CU_CHECK(d, dv->cu->cuEventRecord(dv->e1, dv->stream));
+        if (st == KILN_OK) st = rt_cuda_stream_sync(dv->stream, d);
+        if (st == KILN_OK) st = KILN_CU_CHECK(d, dv->cu->cuEventElapsedTime(&ms, dv->e0, dv->e1));
+        t[r] = (double)ms * 1e3 / reps;
+    }
+    rt_cuda_graph_free(&gr);
+    if (st != KILN_OK) return -1;
+    for (int a = 1; a < N_REPLAYS; a++) /* insertion sort for the median */
+        for (int b = a; b > 0 && t[b - 1] > t[b]; b--) {
+            double x = t[b];
+            t[b] = t[b - 1];
+            t[b - 1] = x;
+        }
+    return t[N_REPLAYS / 2];
+}
+
+static void cfg_name(const gemm_cfg *c, char *buf, size_t n)
+{
+    if (c->kind == GEMM_SIMT) snprintf(buf, n, "simt %dx%d", c->bm, c->bn);
+    else if (c->kind == GEMM_WG) snprintf(buf, n, "wg %dx%dx%d st%d", c->bm, c->bn, c->bk, c->stages);
+    else
+        snprintf(buf, n, "tc %dx%dx%d w%dx%d ks%d st%d", c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->stages);
+}
+
+static void run_shape(device *dv, job *j, bool heuristic_only, FILE *csv, base_diag *d)
+{
+    const shape *s = j->s;
+    if (j->st != KILN_OK) {
+        printf("FAIL %s: does not compile\n%s\n", s->name, j->err);
+        n_failed++;
+        return;
+    }
+    layout l = layout_of(s);
+    size_t e = dt_bytes(s->dt);
+    int64_t na = s->batch * s->m * s->k, nb = s->batch * s->k * s->n, nc = s->batch * s->m * s->n;
+    void *host = calloc(1, l.total);
+    void *hc = malloc((size_t)nc * e + 1);
+    CUdeviceptr buf = 0, gctx = 0;
+    CUmodule mod = NULL;
+    checks chk = {0};
+    if (!host || !hc) {
+        printf("FAIL %s: out of host memory\n", s->name);
+        n_failed++;
+        free(host);
+        free(hc);
+        return;
+    }
+    unsigned char *hbase = host;
+    for (int64_t i = 0; i < na; i++) store_elem(hbase + l.a, i, rnd(), s->dt);
+    for (int64_t i = 0; i < nb; i++) store_elem(hbase + l.b, i, rnd(), s->dt);
+    for (int64_t i = 0; i < s->n; i++) store_elem(hbase + l.bias, i, rnd(), s->dt);
+    kiln_status st = rt_cuda_alloc(l.total, &buf, d);
+    if (st == KILN_OK) st = rt_cuda_alloc(64, &gctx, d);
+    if (st == KILN_OK) st = rt_cuda_copy_to_device(buf, host, l.total, d);
+    if (st == KILN_OK) {
+        kiln_gctx ctx = {.arena = buf, .weights = buf, .io = 0, .fail = gctx + 32};
+        st = rt_cuda_copy_to_device(gctx, &ctx, sizeof(ctx), d);
+        if (st == KILN_OK) st = KILN_CU_CHECK(d, dv->cu->cuMemsetD8(gctx + 32, 0, 8));
+    }
+    if (st == KILN_OK) st = rt_cuda_module_load(j->cubin, j->cubin_bytes, &mod, d);
+    if (st != KILN_OK) {
+        printf("FAIL %s: %s\n", s->name, base_diag_text(d));
+        base_diag_clear(d);
+        n_failed++;
+        goto done;
+    }
+    if (!checks_init(&chk, s, hbase + l.a, hbase + l.b, hbase + l.bias)) {
+        printf("FAIL %s: out of host memory\n", s->name);
+        n_failed++;
+        goto done;
+    }
+    double flop = 2.0 * (double)s->batch * (double)s->m * (double)s->n * (double)s->k;
+    int best = -1;
+    double best_us = 0, heur_us = -1, heur_err = 0;
+    printf("%s: batch %lld, m %lld n %lld k %lld, %s, %s%s; %d candidates (compiled in %.1f s)\n", s->name,
+           (long long)s->batch, (long long)s->m, (long long)s->n, (long long)s->k, kiln_dtype_name(s->dt),
+           s->la ? "A m-major" : "A k-major", s->lb ? ", B n-major" : ", B k-major", j->n_cands, j->compile_s);
+    for (int i = 0; i < j->n_cands; i++) {
+        if (heuristic_only && i != j->heuristic) continue;
+        const gemm_cfg *c = &j->cands[i];
+        char name[16], cn[64];
+        snprintf(name, sizeof(name), "k_%d", i);
+        cfg_name(c, cn, sizeof(cn));
+        CUfunction fn;
+        unsigned grid = (unsigned)KILN_MIN(cfg_rtasks(&j->g, c), 1 << 20), block = (unsigned)cfg_threads(c),
+                 smem = (unsigned)cfg_smem(c);
+        void *args[] = {&gctx};
+        st = rt_cuda_module_function(mod, name, &fn, d);
+        if (st == KILN_OK && smem > 48 * 1024) st = rt_cuda_function_set_smem(fn, (int)smem, d);
+        if (st == KILN_OK) st = KILN_CU_CHECK(d, dv->cu->cuMemsetD8(buf + l.c, 0xff, (size_t)nc * e));
+        if (st == KILN_OK) st = rt_cuda_launch(fn, grid, block, smem, dv->stream, args, d);
+        if (st == KILN_OK) st = rt_cuda_stream_sync(dv->stream, d);
+        if (st == KILN_OK) st = rt_cuda_copy_to_host(hc, buf + l.c, (size_t)nc * e, d);
+        if (st != KILN_OK) {
+            /* a failed launch or synchronisation usually means a fault: the
+             * context is gone, nothing more can run */
+            printf("  FAIL %-34s %s\n", cn, base_diag_text(d));
+            base_diag_clear(d);
+            n_failed++;
+            ctx_lost = true;
+            break;
+        }
+        double err = checks_worst(&chk, s, hc);
+        bool ok = err <= tolerance(s->dt);
+        if (!ok) n_failed++;
+        double us = 0;
+        if (s->timed) {
+            double t1 = time_kernel(dv, fn, grid, block, smem, args, 1, d);
+            int reps = t1 > 0 ? (int)KILN_MAX(1.0, KILN_MIN(500.0, 3000.0 / t1)) : 1;
+            us = t1 > 0 ? time_kernel(dv, fn, grid, block, smem, args, reps, d) : -1;
+            if (us < 0) {
+                printf("  FAIL %-34s timing: %s\n", cn, base_diag_text(d));
+                base_diag_clear(d);
+                n_failed++;
+                continue;
+            }
+        }
+        printf("  %s%-34s %4d x %4u thr, %6.1f KB smem  err %.2e%s", i == j->heuristic ? "*" : " ", cn,
+               (int)cfg_rtasks(&j->g, c), block, smem / 1024.0, err, ok ? "" : "  WRONG");
+        if (s->timed) printf("  %9.2f us  %7.1f TFLOP/s  model %.3g", us, flop / us * 1e-6, gemm_cost(&j->g, c, &dv_gpu));
+        printf("\n");
+        if (csv)
+            fprintf(csv, "%s,%d,%s,%d,%.4f,%.3e,%d,%.4g\n", s->name, i, cn, i == j->heuristic, us, err, ok,
+                    gemm_cost(&j->g, c, &dv_gpu));
+        if (ok && s->timed && (best < 0 || us < best_us)) {
+            best = i;
+            best_us = us;
+        }
+        if (i == j->heuristic) {
+            heur_us = us;
+            heur_err = err;
+        }
+    }
+    if (s->timed && best >= 0) {
+        char bn[64], hn[64];
+        cfg_name(&j->cands[best], bn, sizeof(bn));
+        cfg_name(&j->cands[j->heuristic], hn, sizeof(hn));
+        printf("  => heuristic %s: %.2f us (%.1f TFLOP/s); best %s: %.2f us (%.1f TFLOP/s)\n", hn, heur_us,
+               flop / heur_us * 1e-6, bn, best_us, flop / best_us * 1e-6);
+        printf("RESULT {\"name\": \"%s\", \"batch\": %lld, \"m\": %lld, \"n\": %lld, \"k\": %lld, \"la\": %d, \"lb\": %d, "
+               "\"dtype\": \"%s\", \"bias_gelu\": %s, \"heuristic_us\": %.4f, \"best_us\": %.4f, \"heuristic\": \"%s\", "
+               "\"best\": \"%s\", \"heuristic_err\": %.3e}\n",
+               s->name, (long long)s->batch, (long long)s->m, (long long)s->n, (long long)s->k, s->la, s->lb,
+               kiln_dtype_name(s->dt), s->bias_gelu ? "true" : "false", heur_us, best_us, hn, bn, heur_err);
+    }
+    fflush(stdout);
+done:
+    free(chk.ref);
+    free(chk.idx);
+    rt_cuda_module_free(mod);
+    rt_cuda_free(buf);
+    rt_cuda_free(gctx);
+    free(host);
+    free(hc);
+}
+
+int main(int argc, char **argv)
+{
+    const char *only = NULL, *csv_path = NULL, *save = NULL;
+    bool heuristic_only = false, compile_only = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--shapes") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
+        else if (!strcmp(argv[i], "--heuristic-only")) heuristic_only = true;
+        else if (!strcmp(argv[i], "--compile-only")) compile_only = true;
+        else if (!strcmp(argv[i], "--save") && i + 1 < argc) save = argv[++i];
+        else if (!strcmp(argv[i], "--min-blocks2")) min_blocks2 = true;
+        else {
+            fprintf(stderr, "usage: gpu_gemm [--shapes NAME,...] [--heuristic-only] [--csv FILE] [--compile-only] "
+                            "[--save DIR] [--min-blocks2]\n");
+            return 1;
+        }
+    }
+    base_diag d;
+    base_diag_init(&d);
+    rt_cuda_ctx ctx;
+    rt_cuda_device info = {.name = "no device (compiling only)", .sm_major = 9, .n_sms = 132,
+                           .smem_per_block_optin_bytes = 227 * 1024, .l2_bytes = 50 << 20};
+    if (!compile_only && (rt_cuda_open(&d) != KILN_OK || rt_cuda_device_info(0, &info, &d) != KILN_OK ||
+                          rt_cuda_ctx_init(0, &ctx, &d) != KILN_OK)) {
+        printf("no CUDA device (%s)\n", base_diag_text(&d));
+        return 7;
+    }
+    dv_gpu = (cg_gpu){.sm_major = info.sm_major, .sm_minor = info.sm_minor, .n_sms = info.n_sms,
+                      .smem_per_block_optin = info.smem_per_block_optin_bytes, .l2_bytes = info.l2_bytes,
+                      .present = true};
+    printf("%s: sm_%d%d, %d SMs, %d KB shared memory per block; NVRTC %d\n", info.name, info.sm_major, info.sm_minor,
+           info.n_sms, info.smem_per_block_optin_bytes / 1024, cg_nvrtc_version());
+
+    job jobs[N_SHAPES];
+    int n_jobs = 0;
+    for (int i = 0; i < N_SHAPES; i++) {
+        const shape *s = &shapes[i];
+        if (only) {
+            const char *p = strstr(only, s->name);
+            size_t len = strlen(s->name);
+            if (!p || (p != only && p[-1] != ',') || (p[len] && p[len] != ',')) continue;
+        }
+        job *j = &jobs[n_jobs++];
+        memset(j, 0, sizeof(*j));
+        j->s = s;
+        problem_of(s, &j->g);
+        j->n_cands = gemm_candidates(&j->g, &dv_gpu, j->cands);
+        j->heuristic = gemm_heuristic(&j->g, j->cands, j->n_cands, &dv_gpu);
+        j->src = source_of(s, &j->g, j->cands, j->n_cands);
+    }
+    pool p = {.jobs = jobs, .n = n_jobs, .sm_major = info.sm_major, .sm_minor = info.sm_minor};
+    pthread_mutex_init(&p.lock, NULL);
+    pthread_t th[16];
+    int n_th = KILN_MIN(16, n_jobs);
+    double t0 = now_s();
+    for (int i = 0; i < n_th; i++) pthread_create(&th[i], NULL, compile_worker, &p);
+    for (int i = 0; i < n_th; i++) pthread_join(th[i], NULL);
+    printf("compiled %d programs in %.1f s\n", n_jobs, now_s() - t0);
+    for (int i = 0; save && i < n_jobs; i++) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%s.cu", save, jobs[i].s->name);
+        FILE *f = fopen(path, "w");
+        if (f && jobs[i].src) fputs(jobs[i].src, f);
+        if (f) fclose(f);
+        snprintf(path, sizeof(path), "%s/%s.cubin", save, jobs[i].s->name);
+        f = fopen(path, "wb");
+        if (f && jobs[i].cubin) fwrite(jobs[i].cubin, 1, jobs[i].cubin_bytes, f);
+        if (f) fclose(f);
+    }
+    if (compile_only) {
+        for (int i = 0; i < n_jobs; i++) {
+            char hn[64];
+            cfg_name(&jobs[i].cands[jobs[i].heuristic], hn, sizeof(hn));
+            printf("%-24s %2d candidates, %5.1f s, %7zu KB cubin; heuristic %s%s%s\n", jobs[i].s->name,
+                   jobs[i].n_cands, jobs[i].compile_s, jobs[i].cubin_bytes / 1024, hn,
+                   jobs[i].st == KILN_OK ? "" : "\n", jobs[i].st == KILN_OK ? "" : jobs[i].err);
+            if (jobs[i].st != KILN_OK) n_failed++;
+            free(jobs[i].src);
+            base_free(jobs[i].cubin);
+        }
+        return n_failed ? 1 : 0;
+    }
+
+    device dv = {.cu = rt_cuda_api_get()};
+    FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
+    if (csv) fprintf(csv, "shape,cand,config,heuristic,us,err,ok,model\n");
+    kiln_status st = rt_cuda_stream_create(&dv.stream, &d);
+    if (st == KILN_OK) st = KILN_CU_CHECK(&d, dv.cu->cuEventCreate(&dv.e0, CU_EVENT_DEFAULT));
+    if (st == KILN_OK) st = KILN_CU_CHECK(&d, dv.cu->cuEventCreate(&dv.e1, CU_EVENT_DEFAULT));
+    for (int i = 0; i < n_jobs && st == KILN_OK && !ctx_lost; i++) run_shape(&dv, &jobs[i], heuristic_only, csv, &d);
+    if (st != KILN_OK) {
+        printf("FAIL setting up the stream: %s\n", base_diag_text(&d));
+        n_failed++;
+    }
+    if (csv) fclose(csv);
+    for (int i = 0; i < n_jobs; i++) {
+        free(jobs[i].src);
+        base_free(jobs[i].cubin);
+    }
+    printf("gpu_gemm: %s (%d wrong or failing candidates)\n", n_failed ? "FAILED" : "all correct", n_failed);
+    base_diag_free(&d);
+    return n_failed ? 1 : 0;
+}

@@ -1,0 +1,247 @@
+/*
+ * emit_attention.c: the cuda target's attention groups (the partition's
+ * SCHED_GROUP_ATTENTION, pass.h PASS_PATTERN_ATTENTION) as calls to the
+ * fused kernels of kernels/kg_attention.cuh (FlashAttention-2's forward
+ * pass).
+ *
+ * pass_group_attention describes the group: the values q, k^T and v are
+ * read from, each through the permutation of a Transpose the group
+ * absorbed, the scale, the mask. Here they become element strides over a
+ * canonical [batch, head, rows, cols] view: the scores' batch dims are
+ * (batch, head) aligned right, a dim an operand broadcasts gets stride 0.
+ * The output is the second MatMul's, contiguous [.., Sq, Dv].
+ *
+ * Kernel choice: the tensor-core kernel when q, k and v are stored in the
+ * same 16-bit type, their head dims are multiples of 16 up to 128 and
+ * their rows are 16-byte aligned with contiguous head dims (k either way
+ * round); the fp32 SIMT kernel otherwise. The warps per block (query rows
+ * per rTask) are offered to the tuner; without a tuning result, the most
+ * warps (up to 4) that still give every multiprocessor an rTask.
+ */
+#include "target/cuda/cuda-impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* kg_attention.cuh's constants. */
+#define MMA_ROWS_PER_WARP 16
+#define MMA_MAX_HEAD 128
+#define MMA_KEYS 64
+#define MMA_PAD 8
+#define SIMT_ROWS_PER_WARP 4
+#define SIMT_KEYS 32
+
+/* Warps per block the tuner chooses from. */
+static const int warp_cands[] = {1, 2, 4, 8};
+
+/* Strides in elements of a [batch, head, rows, cols] view. */
+typedef struct att_view {
+    int64_t b, h, r, c;
+} att_view;
+
+/* The canonical problem and its kernel. */
+typedef struct att_problem {
+    pass_attention at;
+    int64_t batch, heads, sq, sk, d, dv;
+    att_view q, k, v, m, o; /* k as [.., key, d] */
+    bool mma, k_rows;
+} att_problem;
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static void contiguous_strides(const ir_tensor *t, int64_t *st)
+{
+    int64_t s = 1;
+    for (int i = t->rank - 1; i >= 0; i--) {
+        st[i] = s;
+        s *= t->dims[i];
+    }
+}
+
+/* The operand as its MatMul sees it: dims and strides of the value read. */
+static void operand_view(const pass_attn_operand *op, int64_t *dims, int64_t *st)
+{
+    int64_t vs[IR_MAX_RANK];
+    contiguous_strides(&op->v->t, vs);
+    for (int i = 0; i < op->rank; i++) {
+        dims[i] = op->v->t.dims[op->perm[i]];
+        st[i] = vs[op->perm[i]];
+    }
+}
+
+/* Batch and head strides of a rank-`rank` tensor's leading dims (those
+ * before its last two), aligned right with the scores' batch dims; 0 where
+ * the tensor has no such dim or broadcasts it. */
+static void batch_strides(int rank, const int64_t *dims, const int64_t *st, att_view *v)
+{
+    int nb = rank - 2;
+    v->h = nb >= 1 && dims[nb - 1] != 1 ? st[nb - 1] : 0;
+    v->b = nb >= 2 && dims[nb - 2] != 1 ? st[nb - 2] : 0;
+}
+
+static bool mult8(int64_t x) { return x % 8 == 0; }
+
+/* The problem of an attention group: shapes, strides, and which kernel. */
+static kiln_status att_problem_of(const cg_emitter *e, const sched_group *grp, att_problem *pb)
+{
+    memset(pb, 0, sizeof(*pb));
+    KILN_TRY(pass_group_attention(grp, &pb->at, e->d));
+    const pass_attention *at = &pb->at;
+    const ir_tensor *sc = &at->scores->t;
+    int r = sc->rank;
+    pb->batch = r == 4 ? sc->dims[0] : 1;
+    pb->heads = r >= 3 ? sc->dims[r - 3] : 1;
+    pb->sq = sc->dims[r - 2];
+    pb->sk = sc->dims[r - 1];
+
+    int64_t dims[IR_MAX_RANK], st[IR_MAX_RANK];
+    operand_view(&at->q, dims, st);
+    batch_strides(at->q.rank, dims, st, &pb->q);
+    pb->d = dims[at->q.rank - 1];
+    pb->q.r = st[at->q.rank - 2];
+    pb->q.c = st[at->q.rank - 1];
+    operand_view(&at->kt, dims, st); /* [.., d, key] */
+    batch_strides(at->kt.rank, dims, st, &pb->k);
+    pb->k.c = st[at->kt.rank - 2];
+    pb->k.r = st[at->kt.rank - 1];
+    operand_view(&at->v, dims, st);
+    batch_strides(at->v.rank, dims, st, &pb->v);
+    pb->dv = dims[at->v.rank - 1];
+    pb->v.r = st[at->v.rank - 2];
+    pb->v.c = st[at->v.rank - 1];
+    if (at->mask) {
+        const ir_tensor *m = &at->mask->t;
+        contiguous_strides(m, st);
+        int rm = m->rank;
+        /* a mask of rank < 2 has no query dim (or no dims at all) */
+        pb->m.c = rm >= 1 && m->dims[rm - 1] != 1 ? st[rm - 1] : 0;
+        pb->m.r = rm >= 2 && m->dims[rm - 2] != 1 ? st[rm - 2] : 0;
+        if (rm >= 2) batch_strides(rm, m->dims, st, &pb->m);
+    }
+    pb->o = (att_view){.b = pb->heads * pb->sq * pb->dv, .h = pb->sq * pb->dv, .r = pb->dv, .c = 1};
+
+    kiln_dtype tq = cg_store(e, at->q.v), tk = cg_store(e, at->kt.v), tv = cg_store(e, at->v.v);
+    pb->k_rows = pb->k.c == 1;
+    bool k_ok = pb->k_rows ? mult8(pb->k.r) : pb->k.r == 1 && mult8(pb->k.c);
+    pb->mma = (tq == KILN_F16 || tq == KILN_BF16) && tk == tq && tv == tq && pb->d % 16 == 0 &&
+              pb->d <= MMA_MAX_HEAD && pb->dv % 16 == 0 && pb->dv <= MMA_MAX_HEAD && pb->q.c == 1 && pb->v.c == 1 &&
+              k_ok && mult8(pb->q.r) && mult8(pb->v.r) && mult8(pb->q.b) && mult8(pb->q.h) && mult8(pb->k.b) &&
+              mult8(pb->k.h) && mult8(pb->v.b) && mult8(pb->v.h);
+    return KILN_OK;
+}
+
+static int rows_per_warp(const att_problem *pb) { return pb->mma ? MMA_ROWS_PER_WARP : SIMT_ROWS_PER_WARP; }
+
+static int64_t smem_bytes(const att_problem *pb, int warps)
+{
+    if (pb->mma)
+        return 2 * (MMA_ROWS_PER_WARP * warps * (pb->d + MMA_PAD) +
+                    (pb->k_rows ? MMA_KEYS * (pb->d + MMA_PAD) : pb->d * (MMA_KEYS + MMA_PAD)) +
+                    MMA_KEYS * (pb->dv + MMA_PAD));
+    return 4 * (SIMT_ROWS_PER_WARP * warps * pb->d + SIMT_KEYS * (pb->d + 1) + SIMT_KEYS * pb->dv);
+}
+
+static bool fits(const cg_emitter *e, const att_problem *pb, int warps)
+{
+    int64_t tasks = pb->batch * pb->heads * cdiv(pb->sq, (int64_t)rows_per_warp(pb) * warps);
+    return tasks <= INT32_MAX && smem_bytes(pb, warps) <= e->gpu.smem_per_block_optin &&
+           smem_bytes(pb, warps) <= KILN_GPROG_MAX_SMEM;
+}
+
+/* Without tuning: the most warps, up to 4, that still make an rTask per
+ * multiprocessor (short sequences have few query tiles per head). */
+static int heuristic_warps(const cg_emitter *e, const att_problem *pb)
+{
+    int warps = 4;
+    for (; warps > 1; warps /= 2) {
+        int64_t tasks = pb->batch * pb->heads * cdiv(pb->sq, (int64_t)rows_per_warp(pb) * warps);
+        if (fits(e, pb, warps) && tasks >= e->gpu.n_sms) break;
+    }
+    return warps;
+}
+
+static const char *st_code(kiln_dtype t)
+{
+    return t == KILN_F16 ? "KG_ST_F16" : t == KILN_BF16 ? "KG_ST_BF16" : "KG_ST_F32";
+}
+
+static void view_fields(base_str *s, char name, const att_view *v)
+{
+    base_str_printf(s, "    p.%c_b = %lldLL;\n    p.%c_h = %lldLL;\n    p.%c_%c = %lldLL;\n    p.%c_%c = %lldLL;\n",
+                    name, (long long)v->b, name, (long long)v->h, name, name == 'm' ? 'q' : 's', (long long)v->r,
+                    name, name == 'm' ? 'k' : 'd', (long long)v->c);
+}
+
+static kiln_status emit_with(cg_emitter *e, const sched_group *grp, const att_problem *pb, int warps, cg_op *op)
+{
+    base_str *s = &e->code;
+    const pass_attention *at = &pb->at;
+    char pq[160], pk[160], pv[160], pm[160], po[160], sc[48];
+    int64_t n_qt = cdiv(pb->sq, (int64_t)rows_per_warp(pb) * warps);
+    KILN_TRY(cg_need(e, "kg_rows.cuh"));
+    KILN_TRY(cg_need(e, "kg_attention.cuh"));
+    cg_comment(s, grp);
+    base_str_printf(s,
+                    "/* softmax(%g q k^T%s) v: %lld x %lld heads, %lld queries x %lld keys, d %lld, dv %lld;\n"
+                    " * %s, %d warp%s (%d query rows) per rTask%s */\n",
+                    at->scale, at->mask ? " + mask" : "", (long long)pb->batch, (long long)pb->heads,
+                    (long long)pb->sq, (long long)pb->sk, (long long)pb->d, (long long)pb->dv,
+                    pb->mma ? "kg_att_mma (tensor cores)" : "kg_att_simt (fp32)", warps, warps > 1 ? "s" : "",
+                    rows_per_warp(pb) * warps,
+                    pb->mma ? (pb->k_rows ? ", k stored [key][d]" : ", k stored [d][key]") : "");
+    base_str_printf(s, "static __device__ void op_%d(const kiln_gctx *c, int t)\n{\n    kg_att p;\n", grp->id);
+    base_str_printf(s, "    p.q = %s;\n", cg_ptr(e, at->q.v, pq, sizeof(pq)));
+    base_str_printf(s, "    p.k = %s;\n", cg_ptr(e, at->kt.v, pk, sizeof(pk)));
+    base_str_printf(s, "    p.v = %s;\n", cg_ptr(e, at->v.v, pv, sizeof(pv)));
+    base_str_printf(s, "    p.mask = %s;\n", at->mask ? cg_ptr(e, at->mask, pm, sizeof(pm)) : "0");
+    base_str_printf(s, "    p.o = %s;\n", cg_ptr(e, at->out, po, sizeof(po)));
+    base_str_printf(s, "    p.tq = %s;\n    p.tk = %s;\n    p.tv = %s;\n    p.tm = %s;\n    p.to = %s;\n",
+                    st_code(cg_store(e, at->q.v)), st_code(cg_store(e, at->kt.v)), st_code(cg_store(e, at->v.v)),
+                    st_code(at->mask ? cg_store(e, at->mask) : KILN_F32), st_code(cg_store(e, at->out)));
+    base_str_printf(s, "    p.heads = %lld;\n    p.n_qt = %lld;\n", (long long)pb->heads, (long long)n_qt);
+    base_str_printf(s, "    p.sq = %lld;\n    p.sk = %lld;\n    p.d = %lld;\n    p.dv = %lld;\n", (long long)pb->sq,
+                    (long long)pb->sk, (long long)pb->d, (long long)pb->dv);
+    base_str_printf(s, "    p.scale = %s;\n", cg_float_lit(at->scale, sc, sizeof(sc)));
+    view_fields(s, 'q', &pb->q);
+    view_fields(s, 'k', &pb->k);
+    view_fields(s, 'v', &pb->v);
+    view_fields(s, 'm', &pb->m);
+    view_fields(s, 'o', &pb->o);
+    base_str_printf(s, "    p.warps = %d;\n    p.k_rows = %d;\n    %s(&p, t);\n}\n\n", warps, pb->k_rows,
+                    pb->mma ? "kg_att_mma_rtask" : "kg_att_simt_rtask");
+    *op = (cg_op){.n_rtasks = pb->batch * pb->heads * n_qt, .block = 32 * warps,
+                  .smem_bytes = (int)smem_bytes(pb, warps)};
+    return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;
+}
+
+/* Candidate `cand` for the tuner: warp_cands[cand] warps per block. */
+static kiln_status emit_cand(cg_emitter *e, const sched_group *grp, int cand, cg_op *op)
+{
+    att_problem pb;
+    KILN_TRY(att_problem_of(e, grp, &pb));
+    if (cand < 0 || cand >= (int)KILN_COUNT(warp_cands) || !fits(e, &pb, warp_cands[cand]))
+        return base_diag_add(e->d, KILN_ERR_INTERNAL, "group '%s': no attention candidate %d", grp->name, cand);
+    return emit_with(e, grp, &pb, warp_cands[cand], op);
+}
+
+kiln_status cg_emit_attention(cg_emitter *e, const sched_group *grp, cg_op *op)
+{
+    att_problem pb;
+    KILN_TRY(att_problem_of(e, grp, &pb));
+    int warps = heuristic_warps(e, &pb);
+    if (!fits(e, &pb, warps))
+        return base_diag_add(e->d, KILN_ERR_UNSUPPORTED,
+                             "group '%s' (attention): %lld bytes of shared memory per block are more than the GPU has",
+                             grp->name, (long long)smem_bytes(&pb, warps));
+    /* the tuner times the candidates that fit, in warp_cands' order */
+    int n_cands = 0;
+    while (n_cands < (int)KILN_COUNT(warp_cands) && fits(e, &pb, warp_cands[n_cands])) n_cands++;
+    char key[200];
+    snprintf(key, sizeof(key), "attention %s %s b=%lld h=%lld sq=%lld sk=%lld d=%lld dv=%lld%s%s",
+             pb.mma ? "mma" : "simt", st_code(cg_store(e, pb.at.q.v)), (long long)pb.batch, (long long)pb.heads,
+             (long long)pb.sq, (long long)pb.sk, (long long)pb.d, (long long)pb.dv, pb.at.mask ? " mask" : "",
+             pb.mma && !pb.k_rows ? " kt" : "");
+    int cand = n_cands > 1 ? cg_tune_choose(e, grp, key, n_cands, emit_cand) : -1;
+    if (cand >= 0 && cand < n_cands) warps = warp_cands[cand];
+    return emit_with(e, grp, &pb, warps, op);
+}

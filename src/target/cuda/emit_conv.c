@@ -1,0 +1,684 @@
+/*
+ * emit_conv.c: the cuda target's convolution and pooling groups (Bolt 3.2):
+ * a Conv with its fused epilogue (bias, residual, activation) becomes a
+ * call of a kg_conv.cuh template instantiated for the group's geometry and
+ * storage dtypes, with the tile configuration the tuner or the heuristic
+ * picks; MaxPool and AveragePool become kg_pool.
+ *
+ *   depthwise (group == C == K)           kg_conv_dw, one thread per output
+ *   16-bit weights (--precision fp16/bf16) kg_conv_tc, implicit GEMM on tensor cores
+ *   fp32 weights                          kg_conv_simt, implicit GEMM in FMAs
+ *
+ * Configurations. The implicit GEMMs offer the configurations of a fixed
+ * table (tiles, k-slices, stages, and how many stages ahead the scalar
+ * gathers run) that fit the shape and the GPU's shared memory, ranked by a
+ * cost model; cg_tune_choose times the first MAX_CANDS when tuning, else
+ * the first is used. The model: each SM runs its share of the tiles, a
+ * few at a time; a tile is its k-tiles in sequence, each costing the
+ * largest of its issue time (gathers at ~14 instructions an element, MMAs
+ * or FMAs), its operand traffic and the memory latency over the stages in
+ * flight, plus a fixed latency and the epilogue. Its constants were fitted
+ * to every candidate's time on ResNet-50's convolutions at batch 1 on an
+ * H100, where it picks within ~15% of the best candidate in total: small
+ * tiles with several k-slices for the late layers (M = 49 pixels at 7x7,
+ * so that the 132 SMs all stream weights), larger ones early.
+ *
+ * Layout (Bolt 3.2.3). Activations stay NCHW as planned and weights in the
+ * ONNX layout: the templates gather the im2col tile themselves, except for
+ * pointwise convolutions, whose activations are a plain matrix and go by
+ * cp.async (kg_conv.cuh). Bolt's NHWC with channels padded to 8 would give
+ * every convolution 16-byte activation loads; it needs a layout per value
+ * in the plan, not done.
+ */
+#include "target/cuda/cuda-impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+_Static_assert(PASS_ACT_COUNT == 12, "kg_conv.cuh numbers the activations as pass_act");
+
+static const char *const act_names[PASS_ACT_COUNT] = {
+    [PASS_ACT_NONE] = "KG_CONV_ACT_NONE",
+    [PASS_ACT_RELU] = "KG_CONV_ACT_RELU",
+    [PASS_ACT_CLIP] = "KG_CONV_ACT_CLIP",
+    [PASS_ACT_LEAKY_RELU] = "KG_CONV_ACT_LEAKY_RELU",
+    [PASS_ACT_SIGMOID] = "KG_CONV_ACT_SIGMOID",
+    [PASS_ACT_TANH] = "KG_CONV_ACT_TANH",
+    [PASS_ACT_GELU] = "KG_CONV_ACT_GELU",
+    [PASS_ACT_GELU_TANH] = "KG_CONV_ACT_GELU_TANH",
+    [PASS_ACT_SILU] = "KG_CONV_ACT_SILU",
+    [PASS_ACT_HARD_SWISH] = "KG_CONV_ACT_HARD_SWISH",
+    [PASS_ACT_HARD_SIGMOID] = "KG_CONV_ACT_HARD_SIGMOID",
+    [PASS_ACT_SOFTPLUS] = "KG_CONV_ACT_SOFTPLUS",
+};
+
+/* ---- geometry ------------------------------------------------------------------------ */
+
+/* A sliding window seen as 2-D (a 1-D op has H = 1): sizes, strides,
+ * dilations, leading and trailing pads with auto_pad resolved. */
+typedef struct conv_geom {
+    int64_t n, c, h, w;  /* input */
+    int64_t k, oh, ow;   /* output channels and spatial size */
+    int64_t kh, kw, sh, sw, dh, dw;
+    int64_t ph, pw;      /* leading pads */
+    int64_t pe_h, pe_w;  /* trailing pads */
+    int64_t groups;
+} conv_geom;
+
+/* kernel: the window's spatial sizes (1 or 2 of them, as x has). */
+static void window_geometry(const ir_node *n, const int64_t *kernel, conv_geom *g)
+{
+    const ir_tensor *x = &n->in[0]->t, *y = &n->out[0]->t;
+    int nsp = x->rank - 2;
+    int64_t in[2], out[2], k[2], s[2], d[2], pb[2], pe[2];
+    for (int i = 0; i < 2; i++) {
+        int a = i - (2 - nsp); /* the attribute's index; -1: the H of a 1-D op */
+        bool real = a >= 0;
+        in[i] = real ? x->dims[2 + a] : 1;
+        out[i] = real ? y->dims[2 + a] : 1;
+        k[i] = real ? kernel[a] : 1;
+        s[i] = real ? ir_node_attr_ints_at(n, "strides", a, 1) : 1;
+        d[i] = real ? ir_node_attr_ints_at(n, "dilations", a, 1) : 1;
+        pb[i] = real ? ir_node_attr_ints_at(n, "pads", a, 0) : 0;
+        pe[i] = real ? ir_node_attr_ints_at(n, "pads", nsp + a, 0) : 0;
+        const char *ap = ir_node_attr_str(n, "auto_pad", "NOTSET");
+        if (real && strcmp(ap, "VALID") == 0) {
+            pb[i] = pe[i] = 0;
+        } else if (real && (strcmp(ap, "SAME_UPPER") == 0 || strcmp(ap, "SAME_LOWER") == 0)) {
+            int64_t total = (out[i] - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in[i];
+            if (total < 0) total = 0;
+            pb[i] = strcmp(ap, "SAME_UPPER") == 0 ? total / 2 : total - total / 2;
+            pe[i] = total - pb[i];
+        }
+    }
+    *g = (conv_geom){.n = x->dims[0], .c = x->dims[1], .h = in[0], .w = in[1], .k = y->dims[1], .oh = out[0],
+                     .ow = out[1], .kh = k[0], .kw = k[1], .sh = s[0], .sw = s[1], .dh = d[0], .dw = d[1],
+                     .ph = pb[0], .pw = pb[1], .pe_h = pe[0], .pe_w = pe[1], .groups = 1};
+}
+
+static void conv_geometry(const ir_node *n, conv_geom *g)
+{
+    const ir_tensor *w = &n->in[1]->t;
+    window_geometry(n, w->dims + 2, g);
+    g->groups = ir_node_attr_int(n, "group", 1);
+}
+
+static void pool_geometry(const ir_node *n, conv_geom *g)
+{
+    int64_t kernel[2];
+    int nsp = n->in[0]->t.rank - 2;
+    for (int i = 0; i < nsp; i++) kernel[i] = ir_node_attr_ints_at(n, "kernel_shape", i, 1);
+    window_geometry(n, kernel, g);
+}
+
+static bool is_depthwise(const conv_geom *g) { return g->groups > 1 && g->groups == g->c && g->groups == g->k; }
+
+/* ---- what compiles ---------------------------------------------------------------------- */
+
+static bool is_float_value(const ir_value *v)
+{
+    return v && v->shape_known &&
+           (v->t.dtype == KILN_F32 || v->t.dtype == KILN_F16 || v->t.dtype == KILN_BF16);
+}
+
+static bool only_first_output(const ir_node *n)
+{
+    for (int j = 1; j < n->n_out; j++)
+        if (n->out[j]) return false;
+    return true;
+}
+
+/* Every index the templates compute fits in an int. */
+static bool fits_int(const ir_value *v) { return ir_numel(&v->t) > 0 && ir_numel(&v->t) <= INT32_MAX; }
+
+/* Strides and dilations >= 1, pads >= 0, each attribute as long as the
+ * window has dims (or absent), and a window no larger than an int holds. */
+static bool window_attrs_ok(const ir_node *n, int nsp)
+{
+    static const char *const names[] = {"strides", "dilations", "pads", "kernel_shape"};
+    for (int a = 0; a < 4; a++) {
+        const ir_attr *at = ir_node_attr(n, names[a]);
+        if (!at) continue;
+        int want = a == 2 ? 2 * nsp : nsp;
+        if (at->kind != IR_ATTR_INTS || (at->n != 0 && at->n != want)) return false;
+        for (int i = 0; i < at->n; i++)
+            if (at->ints[i] < (a == 2 ? 0 : 1) || at->ints[i] > (1 << 20)) return false;
+    }
+    const ir_attr *ap = ir_node_attr(n, "auto_pad");
+    return !ap || ap->kind == IR_ATTR_STRING;
+}
+
+bool cg_can_conv(const ir_node *n)
+{
+    if (n->op != KILN_OP_CONV || n->n_in < 2 || n->n_out < 1 || !only_first_output(n)) return false;
+    const ir_value *x = n->in[0], *w = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL, *y = n->out[0];
+    if (!is_float_value(x) || !is_float_value(w) || !is_float_value(y)) return false;
+    kiln_dtype dt = x->t.dtype;
+    if (w->t.dtype != dt || y->t.dtype != dt || !w->is_const) return false;
+    int rank = x->t.rank;
+    if ((rank != 3 && rank != 4) || w->t.rank != rank || y->t.rank != rank) return false;
+    if (!fits_int(x) || !fits_int(w) || !fits_int(y) || !window_attrs_ok(n, rank - 2)) return false;
+    int64_t group = ir_node_attr_int(n, "group", 1), c = x->t.dims[1], k = w->t.dims[0];
+    if (group < 1 || c % group != 0 || k % group != 0 || w->t.dims[1] * group != c || y->t.dims[1] != k) return false;
+    if (b && (!b->is_const || !b->shape_known || b->t.dtype != dt || ir_numel(&b->t) != k)) return false;
+    return true;
+}
+
+bool cg_can_pool(const ir_node *n)
+{
+    if ((n->op != KILN_OP_MAX_POOL && n->op != KILN_OP_AVERAGE_POOL) || n->n_out < 1 || !only_first_output(n))
+        return false;
+    const ir_value *x = n->in[0], *y = n->out[0];
+    if (!is_float_value(x) || !is_float_value(y) || y->t.dtype != x->t.dtype) return false;
+    int rank = x->t.rank;
+    if ((rank != 3 && rank != 4) || y->t.rank != rank || !fits_int(x) || !fits_int(y)) return false;
+    const ir_attr *ks = ir_node_attr(n, "kernel_shape");
+    return ks && ks->kind == IR_ATTR_INTS && ks->n == rank - 2 && window_attrs_ok(n, rank - 2);
+}
+
+/* ---- configurations --------------------------------------------------------------------- */
+
+/* kg_conv_tc's tile: block BM x BN x BK, warp WM x WN, KS k-slices, ST
+ * stages; each is offered with 1 to 3 register sets of gathered elements in
+ * flight (DA), as many as the registers allow. */
+typedef struct tc_cfg {
+    int bm, bn, bk, wm, wn, ks, st;
+} tc_cfg;
+
+static const tc_cfg tc_table[] = {
+    {128, 128, 32, 64, 32, 1, 3}, {128, 64, 32, 64, 32, 1, 3},
+    {128, 64, 32, 32, 32, 1, 4},  {64, 128, 32, 32, 64, 1, 3},  {64, 128, 32, 32, 32, 1, 4},
+    {64, 64, 32, 32, 32, 1, 4},   {64, 64, 64, 32, 32, 2, 3},   {64, 32, 64, 32, 16, 2, 3},
+    {32, 64, 64, 16, 32, 2, 3},   {32, 64, 64, 32, 32, 4, 3},   {32, 32, 64, 16, 16, 2, 4},
+    {32, 32, 128, 32, 16, 4, 3},  {16, 64, 128, 16, 32, 4, 3},  {64, 16, 128, 32, 16, 4, 3},
+    {16, 32, 128, 16, 16, 4, 4},  {32, 16, 128, 16, 16, 4, 4},  {16, 16, 128, 16, 16, 8, 4},
+    {16, 16, 256, 16, 16, 8, 3},
+};
+
+#define TC_MAX_DA 3
+
+/* kg_conv_simt's tile: block BM x BN x BK, thread TM x TN, KS k-slices. */
+typedef struct simt_cfg {
+    int bm, bn, bk, tm, tn, ks;
+} simt_cfg;
+
+static const simt_cfg simt_table[] = {
+    {128, 128, 8, 8, 8, 1}, {128, 64, 8, 8, 4, 1}, {64, 128, 8, 4, 8, 1},  {64, 64, 8, 4, 4, 1},
+    {64, 64, 16, 8, 8, 2},  {64, 32, 16, 4, 4, 2}, {32, 64, 16, 4, 4, 2},  {32, 32, 16, 4, 4, 4},
+    {16, 32, 32, 4, 4, 8},  {32, 16, 32, 4, 4, 8}, {16, 16, 32, 4, 4, 8},  {16, 16, 64, 4, 4, 8},
+    {16, 32, 64, 4, 4, 8},  {32, 16, 64, 4, 4, 8},
+};
+
+#define KG_MAX_LD 8   /* KG_CONV_MAX_LD */
+#define KG_MAX_ROWS 4 /* KG_CONV_MAX_ROWS */
+
+static int tc_threads(const tc_cfg *c) { return 32 * (c->bm / c->wm) * (c->bn / c->wn) * c->ks; }
+
+static int tc_smem(const tc_cfg *c)
+{
+    int pipe = c->st * (c->bm + c->bn) * c->bk * 2, ep = c->ks * c->bn * (c->bm + 4) * 4;
+    return pipe > ep ? pipe : ep;
+}
+
+static int simt_threads(const simt_cfg *c) { return (c->bm / c->tm) * (c->bn / c->tn) * c->ks; }
+
+static int simt_smem(const simt_cfg *c)
+{
+    int pipe = 2 * c->bk * (c->bm + c->bn) * 4, ep = c->ks * c->bn * (c->bm + 4) * 4;
+    return pipe > ep ? pipe : ep;
+}
+
+/* The 16-byte chunks per thread of kg_conv_tc's loader for an operand of
+ * `rows` rows of cpr chunks (as kg_conv_ld_map splits it); 0 when it does
+ * not fit the register arrays. */
+static int loader_chunks(int rows, int cpr, int threads)
+{
+    int tpr = threads >= rows ? threads / rows : 1, rpt = threads >= rows ? 1 : rows / threads;
+    int cpt = cpr >= tpr ? cpr / tpr : 1;
+    return rpt <= KG_MAX_ROWS && rpt * cpt <= KG_MAX_LD ? rpt * cpt : 0;
+}
+
+/* How a convolution's operands reach kg_conv_tc's shared memory. */
+typedef struct tc_operands {
+    bool a_async; /* pointwise: A by cp.async (kg_conv_pointwise_vec), no gather */
+    bool b_async; /* K % 8 == 0: B by cp.async */
+} tc_operands;
+
+/* The most register sets of gathered elements in flight a configuration
+ * takes: those and the accumulators within about 200 registers, at most
+ * TC_MAX_DA; 1 when nothing is gathered (the ring goes unused). */
+static int tc_max_da(const tc_cfg *c, const tc_operands *o)
+{
+    int threads = tc_threads(c);
+    int chunks = (o->a_async ? 0 : loader_chunks(c->bm, c->bk / 8, threads)) +
+                 (o->b_async ? 0 : loader_chunks(c->bn, c->bk / 8, threads));
+    if (chunks == 0) return 1;
+    int room = 200 - c->wm * c->wn / 32 - 4 * (c->wm / 16) - 2 * (c->wn / 8) - 48;
+    int da = room / (8 * chunks);
+    return da < 1 ? 1 : da < TC_MAX_DA ? da : TC_MAX_DA;
+}
+
+static bool tc_valid(const tc_cfg *c, const cg_gpu *gpu)
+{
+    int threads = tc_threads(c);
+    return threads <= 1024 && c->bk % (16 * c->ks) == 0 && c->wm / 16 <= 4 && c->wn / 8 <= 8 &&
+           loader_chunks(c->bm, c->bk / 8, threads) && loader_chunks(c->bn, c->bk / 8, threads) && c->st >= 2 &&
+           c->st <= 5 && tc_smem(c) <= gpu->smem_per_block_optin;
+}
+
+/* Elements per thread and stage of kg_conv_simt's loader (A and B). */
+static int simt_elems(const simt_cfg *c)
+{
+    int threads = simt_threads(c);
+    int a_tpr = threads >= c->bm ? threads / c->bm : 1, a_rpt = threads >= c->bm ? 1 : c->bm / threads;
+    int a_kpt = c->bk / a_tpr < 1 ? 1 : c->bk / a_tpr;
+    return a_rpt * a_kpt + (c->bn * c->bk + threads - 1) / threads;
+}
+
+/* Register sets in flight: 24 registers of loaded elements at most. */
+static int simt_max_da(const simt_cfg *c)
+{
+    int da = 24 / simt_elems(c);
+    return da < 1 ? 1 : da < TC_MAX_DA ? da : TC_MAX_DA;
+}
+
+static bool simt_valid(const simt_cfg *c, const cg_gpu *gpu)
+{
+    int threads = simt_threads(c);
+    int a_tpr = threads >= c->bm ? threads / c->bm : 1, a_rpt = threads >= c->bm ? 1 : c->bm / threads;
+    int a_kpt = c->bk / a_tpr < 1 ? 1 : c->bk / a_tpr;
+    return threads <= 1024 && threads >= c->bk && c->bk % c->ks == 0 && c->tm <= 8 && c->tn <= 8 &&
+           a_rpt <= KG_MAX_ROWS && a_rpt * a_kpt <= KG_MAX_LD && (c->bn * c->bk + threads - 1) / threads <= KG_MAX_LD &&
+           simt_smem(c) <= gpu->smem_per_block_optin;
+}
+
+/* The GEMM view of a convolution (per group). */
+typedef struct gemm_dims {
+    int64_t m, n, k, groups;
+} gemm_dims;
+
+static gemm_dims conv_gemm(const conv_geom *g)
+{
+    return (gemm_dims){g->n * g->oh * g->ow, g->k / g->groups, g->c / g->groups * g->kh * g->kw, g->groups};
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static int64_t pow2_at_least(int64_t v)
+{
+    int64_t p = 1;
+    while (p < v) p *= 2;
+    return p;
+}
+
+/* A tile dim worth offering: no larger than the problem's rounded up. */
+static bool tile_fits(int tile, int64_t dim) { return tile <= 16 || tile <= pow2_at_least(dim); }
+
+/* What the cost model needs of a configuration. */
+typedef struct tile_shape {
+    int bm, bn, bk, threads, smem, regs;
+    int in_flight;       /* stages of operand loads in flight per block */
+    double flop_per_clk; /* the SM's multiply-add rate, in flops */
+    double elem_bytes;
+    double gather_instr; /* instructions per gathered element */
+} tile_shape;
+
+/* Estimated clock cycles of a launch. Each SM runs its share of the tiles,
+ * `res` at a time; a tile is its k-tiles in sequence, each taking the
+ * largest of its issue time (gathers, MMAs or FMAs, sharing the SM's four
+ * schedulers with the other resident tiles), its operand traffic and the
+ * memory latency divided by the stages in flight; plus the prologue's and
+ * the epilogue's latencies. */
+static double launch_cost(const cg_gpu *gpu, const gemm_dims *d, const tile_shape *s)
+{
+    const double latency = 300.0, bytes_per_clk = 64.0;
+    int64_t n_kt = ceil_div(d->k, s->bk);
+    int64_t tiles = ceil_div(d->m, s->bm) * ceil_div(d->n, s->bn) * d->groups;
+    int sms = gpu->n_sms > 0 ? gpu->n_sms : 1;
+    int64_t smem_sm = (int64_t)gpu->smem_per_block_optin + 1024;
+    int64_t bps = 2048 / s->threads;
+    if (s->smem > 0 && smem_sm / s->smem < bps) bps = smem_sm / s->smem;
+    if (65536 / (s->threads * s->regs) < bps) bps = 65536 / (s->threads * s->regs);
+    if (bps < 1) bps = 1;
+    int64_t per_sm = ceil_div(tiles, sms), res = per_sm < bps ? per_sm : bps;
+    double warps = s->threads / 32.0;
+    double gather = (double)s->bm * s->bk / 32.0 * s->gather_instr;
+    double math = 2.0 * s->bm * s->bn * s->bk / s->flop_per_clk;
+    double issue = (double)res * (gather / 4.0 + 40.0 * warps / 4.0);
+    double busy = (double)res * math > issue ? (double)res * math : issue;
+    double traffic = (double)res * (s->bm + s->bn) * s->bk * s->elem_bytes / bytes_per_clk;
+    double step = busy > traffic ? busy : traffic;
+    if (latency / s->in_flight > step) step = latency / s->in_flight;
+    double tile = (double)n_kt * step + latency + (double)s->bm * s->bn / s->threads * 100.0;
+    return (double)ceil_div(per_sm, res) * tile;
+}
+
+static double tc_cost(const cg_gpu *gpu, const gemm_dims *d, const tc_cfg *c, const tc_operands *o, int da)
+{
+    tile_shape s = {.bm = c->bm, .bn = c->bn, .bk = c->bk, .threads = tc_threads(c), .smem = tc_smem(c),
+                    .regs = 48 + c->wm * c->wn / 32 + 8 * da * loader_chunks(c->bm, c->bk / 8, tc_threads(c)),
+                    .in_flight = o->a_async ? c->st - 1 : da, .flop_per_clk = 1024.0, .elem_bytes = 2.0,
+                    .gather_instr = o->a_async ? 1.0 : 14.0};
+    if (s.regs > 255) s.regs = 255;
+    return launch_cost(gpu, d, &s);
+}
+
+static double simt_cost(const cg_gpu *gpu, const gemm_dims *d, const simt_cfg *c, int da)
+{
+    tile_shape s = {.bm = c->bm, .bn = c->bn, .bk = c->bk, .threads = simt_threads(c), .smem = simt_smem(c),
+                    .regs = 48 + c->tm * c->tn + c->tm + c->tn + da * simt_elems(c), .in_flight = da,
+                    .flop_per_clk = 256.0,
+                    .elem_bytes = 4.0, .gather_instr = 14.0};
+    return launch_cost(gpu, d, &s);
+}
+
+/* The candidates for a group, best first by the cost model: (index into
+ * tc_table or simt_table, DA). The tuner times the first MAX_CANDS. */
+#define MAX_CANDS 12
+
+typedef struct cand_list {
+    int idx[MAX_CANDS], da[MAX_CANDS];
+    double cost[MAX_CANDS];
+    int n;
+} cand_list;
+
+/* Inserts a candidate in cost order (ties keep table order), dropping the
+ * costliest beyond MAX_CANDS. */
+static void cand_insert(cand_list *cl, int idx, int da, double cost)
+{
+    int at = cl->n;
+    while (at > 0 && cl->cost[at - 1] > cost) at--;
+    if (at >= MAX_CANDS) return;
+    int last = cl->n < MAX_CANDS ? cl->n : MAX_CANDS - 1;
+    for (int i = last; i > at; i--) {
+        cl->idx[i] = cl->idx[i - 1];
+        cl->da[i] = cl->da[i - 1];
+        cl->cost[i] = cl->cost[i - 1];
+    }
+    cl->idx[at] = idx;
+    cl->da[at] = da;
+    cl->cost[at] = cost;
+    if (cl->n < MAX_CANDS) cl->n++;
+}
+
+static void list_candidates(const cg_emitter *e, const conv_geom *g, bool tc, const tc_operands *o, cand_list *out)
+{
+    gemm_dims d = conv_gemm(g);
+    out->n = 0;
+    int n_table = tc ? (int)(sizeof(tc_table) / sizeof(tc_table[0])) : (int)(sizeof(simt_table) / sizeof(simt_table[0]));
+    for (int pass = 0; pass < 2 && out->n == 0; pass++) {
+        for (int i = 0; i < n_table; i++) {
+            int bm = tc ? tc_table[i].bm : simt_table[i].bm, bn = tc ? tc_table[i].bn : simt_table[i].bn;
+            bool ok = tc ? tc_valid(&tc_table[i], &e->gpu) : simt_valid(&simt_table[i], &e->gpu);
+            /* the second pass, for a GPU with little shared memory, takes any tile that fits it */
+            if (!ok || (pass == 0 && (!tile_fits(bm, d.m) || !tile_fits(bn, d.n)))) continue;
+            int max_da = tc ? tc_max_da(&tc_table[i], o) : simt_max_da(&simt_table[i]);
+            for (int da = 1; da <= max_da; da++)
+                cand_insert(out, i, da,
+                            tc ? tc_cost(&e->gpu, &d, &tc_table[i], o, da) : simt_cost(&e->gpu, &d, &simt_table[i], da));
+        }
+    }
+}
+
+/* ---- emission ------------------------------------------------------------------------ */
+
+static const char *storage_name(kiln_dtype t)
+{
+    switch (t) {
+    case KILN_F32: return "KG_CONV_F32";
+    case KILN_F16: return "KG_CONV_F16";
+    case KILN_BF16: return "KG_CONV_BF16";
+    default: return NULL;
+    }
+}
+
+static const char *short_dtype(kiln_dtype t) { return t == KILN_F16 ? "f16" : t == KILN_BF16 ? "bf16" : "f32"; }
+
+/* A storage dtype the templates handle, else an error naming the node. */
+static kiln_status storage_of(cg_emitter *e, const ir_node *n, const ir_value *v, const char **name)
+{
+    *name = storage_name(cg_store(e, v));
+    if (*name) return KILN_OK;
+    char lb[256];
+    return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "%s: value '%s' is stored as a dtype the conv templates do not read",
+                         ir_node_label(n, lb, sizeof(lb)), v->name ? v->name : "?");
+}
+
+typedef enum conv_kind { CONV_DW, CONV_TC, CONV_SIMT } conv_kind;
+
+static conv_kind kind_of(const cg_emitter *e, const ir_node *n, const conv_geom *g)
+{
+    if (is_depthwise(g)) return CONV_DW;
+    kiln_dtype wt = cg_store(e, n->in[1]);
+    return wt == KILN_F16 || wt == KILN_BF16 ? CONV_TC : CONV_SIMT;
+}
+
+/* As kg_conv_pointwise_vec and kg_conv_tc decide at compile time. */
+static tc_operands tc_operands_of(const cg_emitter *e, const ir_node *n, const conv_geom *g)
+{
+    gemm_dims d = conv_gemm(g);
+    int64_t hw = g->h * g->w;
+    bool pointwise = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
+                     g->oh == g->h && g->ow == g->w && cg_store(e, n->in[0]) == cg_store(e, n->in[1]) && hw % 2 == 0;
+    return (tc_operands){.a_async = pointwise, .b_async = d.k % 8 == 0};
+}
+
+/* Appends the const kg_conv of the group: geometry, dtypes, epilogue, pointers. */
+static kiln_status emit_conv_params(cg_emitter *e, const sched_group *grp, const conv_geom *g, base_str *s)
+{
+    const ir_node *n = grp->nodes[0];
+    const ir_value *y = grp->nodes[grp->n_nodes - 1]->out[0];
+    pass_epilogue ep;
+    KILN_TRY(pass_group_epilogue(grp, &ep, e->d));
+    char lb[256];
+    if (ep.scale != 1.0f)
+        return base_diag_add(e->d, KILN_ERR_INTERNAL, "%s: a convolution group with a scale epilogue",
+                             ir_node_label(n, lb, sizeof(lb)));
+    const char *xt, *wt, *yt, *bt = "KG_CONV_F32", *rt = "KG_CONV_F32";
+    KILN_TRY(storage_of(e, n, n->in[0], &xt));
+    KILN_TRY(storage_of(e, n, n->in[1], &wt));
+    KILN_TRY(storage_of(e, n, y, &yt));
+    if (ep.bias) KILN_TRY(storage_of(e, n, ep.bias, &bt));
+    if (ep.residual) KILN_TRY(storage_of(e, n, ep.residual, &rt));
+    char px[160], pw[160], pb[160], pr[160], py[160], fa[48], fb[48];
+    /* positional, in kg_conv's field order (NVRTC takes no designated initializers) */
+    base_str_printf(s,
+                    "    const kg_conv p = {%lld, %lld, %lld, %lld, /* x: n c h w */\n"
+                    "                       %lld, %lld, %lld, /* y: k oh ow */\n"
+                    "                       %lld, %lld, /* kernel */\n"
+                    "                       %lld, %lld, %lld, %lld, %lld, %lld, /* strides, pads, dilations */\n"
+                    "                       %lld, /* groups */\n"
+                    "                       %s, %s, %s, %s, %s, /* storage of x w y bias res */\n"
+                    "                       %s, %s, %s, /* activation, alpha, beta */\n"
+                    "                       %s, /* x */\n"
+                    "                       %s, /* w */\n"
+                    "                       %s, /* bias */\n"
+                    "                       %s, /* res */\n"
+                    "                       %s}; /* y */\n",
+                    (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w, (long long)g->k,
+                    (long long)g->oh, (long long)g->ow, (long long)g->kh, (long long)g->kw, (long long)g->sh,
+                    (long long)g->sw, (long long)g->ph, (long long)g->pw, (long long)g->dh, (long long)g->dw,
+                    (long long)g->groups, xt, wt, yt, bt, rt, act_names[ep.act], cg_float_lit(ep.alpha, fa, sizeof(fa)),
+                    cg_float_lit(ep.beta, fb, sizeof(fb)), cg_ptr(e, n->in[0], px, sizeof(px)),
+                    cg_ptr(e, n->in[1], pw, sizeof(pw)), ep.bias ? cg_ptr(e, ep.bias, pb, sizeof(pb)) : "0",
+                    ep.residual ? cg_ptr(e, ep.residual, pr, sizeof(pr)) : "0", cg_ptr(e, y, py, sizeof(py)));
+    return KILN_OK;
+}
+
+/* Outputs per thread of the one-thread-per-output templates: enough
+ * rTasks for 4 per SM where the size allows, fewer, longer ones beyond. */
+static int items_per_thread(const cg_emitter *e, int64_t total, int block)
+{
+    int sms = e->gpu.n_sms > 0 ? e->gpu.n_sms : 1;
+    for (int items = 8; items > 1; items /= 2)
+        if (ceil_div(total, (int64_t)block * items) >= 4 * sms) return items;
+    return 1;
+}
+
+static void emit_head(cg_emitter *e, const sched_group *grp, const char *what)
+{
+    cg_comment(&e->code, grp);
+    base_str_printf(&e->code, "/* %s */\n__device__ void op_%d(const kiln_gctx *c, int t)\n{\n", what, grp->id);
+}
+
+static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int cand, cg_op *op)
+{
+    const ir_node *n = grp->nodes[0];
+    conv_geom g;
+    conv_geometry(n, &g);
+    conv_kind kind = kind_of(e, n, &g);
+    gemm_dims d = conv_gemm(&g);
+    char what[256];
+    base_str body;
+    base_str_init(&body);
+    kiln_status st = emit_conv_params(e, grp, &g, &body);
+    if (st == KILN_OK && kind == CONV_DW) {
+        int64_t total = g.n * g.k * g.oh * g.ow;
+        int items = items_per_thread(e, total, 256);
+        snprintf(what, sizeof(what), "depthwise convolution, one thread per output, %d per thread", items);
+        base_str_printf(&body, "    kg_conv_dw(&p, t, %d);\n", items);
+        *op = (cg_op){.n_rtasks = ceil_div(total, 256 * items), .block = 256, .smem_bytes = 0};
+    } else if (st == KILN_OK) {
+        cand_list cl;
+        tc_operands ops = tc_operands_of(e, n, &g);
+        list_candidates(e, &g, kind == CONV_TC, &ops, &cl);
+        if (cl.n == 0 || cand < 0 || cand >= cl.n) {
+            char lb[256];
+            base_str_free(&body);
+            return base_diag_add(e->d, KILN_ERR_INTERNAL, "%s: no convolution configuration %d fits this GPU",
+                                 ir_node_label(n, lb, sizeof(lb)), cand);
+        }
+        int64_t tiles;
+        if (kind == CONV_TC) {
+            const tc_cfg *c = &tc_table[cl.idx[cand]];
+            int da = cl.da[cand];
+            char ahead[64];
+            if (ops.a_async) snprintf(ahead, sizeof(ahead), "pointwise: activations by cp.async");
+            else snprintf(ahead, sizeof(ahead), "gathers %d stage%s ahead", da, da > 1 ? "s" : "");
+            snprintf(what, sizeof(what),
+                     "implicit GEMM on tensor cores: M %lld x N %lld x K %lld, tile %dx%dx%d, warp %dx%d, "
+                     "%d k-slices, %d stages, %s",
+                     (long long)d.m, (long long)d.n, (long long)d.k, c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->st,
+                     ahead);
+            base_str_printf(&body, "    kg_conv_tc(&p, t, %d, %d, %d, %d, %d, %d, %d, %d);\n", c->bm, c->bn, c->bk,
+                            c->wm, c->wn, c->ks, c->st, da);
+            tiles = ceil_div(d.m, c->bm) * ceil_div(d.n, c->bn) * d.groups;
+            *op = (cg_op){.n_rtasks = tiles, .block = tc_threads(c), .smem_bytes = tc_smem(c)};
+        } else {
+            const simt_cfg *c = &simt_table[cl.idx[cand]];
+            int da = cl.da[cand];
+            snprintf(what, sizeof(what),
+                     "implicit GEMM in fp32: M %lld x N %lld x K %lld, tile %dx%dx%d, thread %dx%d, %d k-slices, "
+                     "loads %d stage%s ahead",
+                     (long long)d.m, (long long)d.n, (long long)d.k, c->bm, c->bn, c->bk, c->tm, c->tn, c->ks, da,
+                     da > 1 ? "s" : "");
+            base_str_printf(&body, "    kg_conv_simt(&p, t, %d, %d, %d, %d, %d, %d, %d);\n", c->bm, c->bn, c->bk, c->tm,
+                            c->tn, c->ks, da);
+            tiles = ceil_div(d.m, c->bm) * ceil_div(d.n, c->bn) * d.groups;
+            *op = (cg_op){.n_rtasks = tiles, .block = simt_threads(c), .smem_bytes = simt_smem(c)};
+        }
+        if (tiles > INT32_MAX) {
+            char lb[256];
+            base_str_free(&body);
+            return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "%s: %lld tiles are more rTasks than a launch takes",
+                                 ir_node_label(n, lb, sizeof(lb)), (long long)tiles);
+        }
+    }
+    if (st == KILN_OK) {
+        emit_head(e, grp, what);
+        base_str_cat(&e->code, base_str_get(&body));
+        base_str_cat(&e->code, "}\n\n");
+        if (e->code.oom || body.oom) st = KILN_ERR_OOM;
+    }
+    base_str_free(&body);
+    return st;
+}
+
+/* "conv tc f16 x=f32 y=f16 n=1 c=64 h=56 w=56 k=64 kernel=3x3 stride=1x1 pad=1x1 dil=1x1 group=1 +bias relu" */
+static void tune_key(const cg_emitter *e, const sched_group *grp, const conv_geom *g, bool tc, char *buf, size_t n)
+{
+    const ir_node *nd = grp->nodes[0];
+    const ir_value *y = grp->nodes[grp->n_nodes - 1]->out[0];
+    pass_epilogue ep;
+    base_diag scratch;
+    base_diag_init(&scratch);
+    if (pass_group_epilogue(grp, &ep, &scratch) != KILN_OK) memset(&ep, 0, sizeof(ep));
+    base_diag_free(&scratch);
+    static const char *const acts[PASS_ACT_COUNT] = {"", " relu", " clip", " leaky_relu", " sigmoid", " tanh",
+                                                     " gelu", " gelu_tanh", " silu", " hard_swish",
+                                                     " hard_sigmoid", " softplus"};
+    snprintf(buf, n,
+             "conv %s %s x=%s y=%s n=%lld c=%lld h=%lld w=%lld k=%lld kernel=%lldx%lld stride=%lldx%lld "
+             "pad=%lldx%lld dil=%lldx%lld group=%lld%s%s%s",
+             tc ? "tc" : "simt", short_dtype(cg_store(e, nd->in[1])), short_dtype(cg_store(e, nd->in[0])),
+             short_dtype(cg_store(e, y)), (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w,
+             (long long)g->k, (long long)g->kh, (long long)g->kw, (long long)g->sh, (long long)g->sw, (long long)g->ph,
+             (long long)g->pw, (long long)g->dh, (long long)g->dw, (long long)g->groups, ep.bias ? " +bias" : "",
+             ep.residual ? " +res" : "", (unsigned)ep.act < PASS_ACT_COUNT ? acts[ep.act] : "");
+}
+
+kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op)
+{
+    const ir_node *n = grp->nodes[0];
+    if (!cg_can_conv(n)) {
+        char lb[256];
+        return base_diag_add(e->d, KILN_ERR_INTERNAL, "%s: not a convolution the cuda target compiles",
+                             ir_node_label(n, lb, sizeof(lb)));
+    }
+    KILN_TRY(cg_need(e, "kg_conv.cuh"));
+    conv_geom g;
+    conv_geometry(n, &g);
+    conv_kind kind = kind_of(e, n, &g);
+    if (kind == CONV_DW) return emit_conv_cand(e, grp, 0, op);
+    cand_list cl;
+    tc_operands ops = tc_operands_of(e, n, &g);
+    list_candidates(e, &g, kind == CONV_TC, &ops, &cl);
+    int cand = 0; /* the cost model's choice */
+    if (cl.n > 1) {
+        char key[512];
+        tune_key(e, grp, &g, kind == CONV_TC, key, sizeof(key));
+        int tuned = cg_tune_choose(e, grp, key, cl.n, emit_conv_cand);
+        if (tuned >= 0 && tuned < cl.n) cand = tuned;
+    }
+    return emit_conv_cand(e, grp, cand, op);
+}
+
+kiln_status cg_emit_pool(cg_emitter *e, const sched_group *grp, cg_op *op)
+{
+    const ir_node *n = grp->nodes[0];
+    if (!cg_can_pool(n)) {
+        char lb[256];
+        return base_diag_add(e->d, KILN_ERR_INTERNAL, "%s: not a pool the cuda target compiles",
+                             ir_node_label(n, lb, sizeof(lb)));
+    }
+    KILN_TRY(cg_need(e, "kg_conv.cuh"));
+    conv_geom g;
+    pool_geometry(n, &g);
+    const char *xt, *yt;
+    KILN_TRY(storage_of(e, n, n->in[0], &xt));
+    KILN_TRY(storage_of(e, n, n->out[0], &yt));
+    bool is_max = n->op == KILN_OP_MAX_POOL;
+    int64_t total = g.n * g.c * g.oh * g.ow;
+    int items = items_per_thread(e, total, 256);
+    char what[128], px[160], py[160];
+    snprintf(what, sizeof(what), "%s, one thread per output, %d per thread", is_max ? "max pool" : "average pool", items);
+    emit_head(e, grp, what);
+    base_str_printf(&e->code,
+                    "    const kg_pool p = {%lld, %lld, %lld, %lld, /* x: n c h w */\n"
+                    "                       %lld, %lld, /* y: oh ow */\n"
+                    "                       %lld, %lld, /* kernel */\n"
+                    "                       %lld, %lld, %lld, %lld, %lld, %lld, /* strides, pads, dilations */\n"
+                    "                       %lld, %lld, /* trailing pads */\n"
+                    "                       %d, %d, /* max, count_include_pad */\n"
+                    "                       %s, %s, /* storage of x y */\n"
+                    "                       %s, /* x */\n"
+                    "                       %s}; /* y */\n"
+                    "    kg_pool_rtask(&p, t, %d);\n}\n\n",
+                    (long long)g.n, (long long)g.c, (long long)g.h, (long long)g.w, (long long)g.oh, (long long)g.ow,
+                    (long long)g.kh, (long long)g.kw, (long long)g.sh, (long long)g.sw, (long long)g.ph,
+                    (long long)g.pw, (long long)g.dh, (long long)g.dw, (long long)g.pe_h, (long long)g.pe_w,
+                    is_max, !is_max && ir_node_attr_int(n, "count_include_pad", 0) != 0, xt, yt,
+                    cg_ptr(e, n->in[0], px, sizeof(px)), cg_ptr(e, n->out[0], py, sizeof(py)), items);
+    *op = (cg_op){.n_rtasks = ceil_div(total, 256 * items), .block = 256, .smem_bytes = 0};
+    return e->code.oom ? KILN_ERR_OOM : KILN_OK;
+}

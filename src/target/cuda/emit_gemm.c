@@ -1,0 +1,530 @@
+/*
+ * emit_gemm.c: the cuda target's MatMul / Gemm groups, with their fused
+ * epilogues (Bolt 3.2: scale, bias, residual, activation), as calls to the
+ * kg_gemm_wg / kg_gemm_tc / kg_gemm_simt templates (kernels/kg_gemm.cuh).
+ *
+ * A group becomes op_<id>(c, t): rTask t is one output tile of one batch.
+ * Batch dims broadcast like numpy; when only A has batch dims they fold
+ * into M (its rows are contiguous), as in the c target. The tensor-core
+ * templates take A and B stored as the same 16-bit float with their
+ * contiguous extents a multiple of 8 (16-byte rows): warpgroup MMA when
+ * tuning for sm_90, mma.sync otherwise and for small tiles; the fp32 FMA
+ * template takes everything else (float32 storage, mixed storage, odd
+ * extents).
+ *
+ * Configurations (Bolt 3.2.2): fixed tables of a few tens of tile shapes
+ * per template, filtered by what fits the GPU and the problem, offered to
+ * the tuner (cg_tune_choose); without a tuning result a cost model fitted
+ * to H100 measurements (gemm_cost) picks one.
+ */
+#include "target/cuda/cuda-impl.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* kg_gemm.cuh's KG_ACT_* follow pass_act's order. */
+static const char *const act_names[PASS_ACT_COUNT] = {
+    [PASS_ACT_NONE] = "KG_ACT_NONE",
+    [PASS_ACT_RELU] = "KG_ACT_RELU",
+    [PASS_ACT_CLIP] = "KG_ACT_CLIP",
+    [PASS_ACT_LEAKY_RELU] = "KG_ACT_LEAKY_RELU",
+    [PASS_ACT_SIGMOID] = "KG_ACT_SIGMOID",
+    [PASS_ACT_TANH] = "KG_ACT_TANH",
+    [PASS_ACT_GELU] = "KG_ACT_GELU",
+    [PASS_ACT_GELU_TANH] = "KG_ACT_GELU_TANH",
+    [PASS_ACT_SILU] = "KG_ACT_SILU",
+    [PASS_ACT_HARD_SWISH] = "KG_ACT_HARD_SWISH",
+    [PASS_ACT_HARD_SIGMOID] = "KG_ACT_HARD_SIGMOID",
+    [PASS_ACT_SOFTPLUS] = "KG_ACT_SOFTPLUS",
+};
+_Static_assert(PASS_ACT_SOFTPLUS == 11 && PASS_ACT_COUNT == 12, "kg_gemm.cuh numbers the activations 0..11");
+
+static bool is_fp(kiln_dtype t) { return t == KILN_F32 || t == KILN_F16 || t == KILN_BF16; }
+
+static const char *dt_code(kiln_dtype t)
+{
+    return t == KILN_F16 ? "KG_DT_F16" : t == KILN_BF16 ? "KG_DT_BF16" : "KG_DT_F32";
+}
+
+/* ---- what compiles ------------------------------------------------------------------ */
+
+bool cg_can_contract(const ir_node *n)
+{
+    if (n->op == KILN_OP_CONV) return cg_can_conv(n);
+    if (n->op != KILN_OP_MAT_MUL && n->op != KILN_OP_GEMM) return false;
+    if (n->n_in < 2 || n->n_out < 1) return false;
+    const ir_value *a = n->in[0], *b = n->in[1], *y = n->out[0];
+    if (!a || !b || !y || !a->shape_known || !b->shape_known || !y->shape_known) return false;
+    kiln_dtype t = a->t.dtype;
+    if (!is_fp(t) || b->t.dtype != t || y->t.dtype != t) return false;
+    if (a->t.rank < 1 || b->t.rank < 1) return false;
+    if (n->op == KILN_OP_GEMM) {
+        if (a->t.rank != 2 || b->t.rank != 2) return false;
+        if (n->n_in > 2 && n->in[2]) {
+            const ir_value *cv = n->in[2];
+            if (!cv->shape_known || cv->t.dtype != t || cv->t.rank > 2) return false;
+        }
+    }
+    /* the templates index with 32-bit extents */
+    for (int i = 0; i < a->t.rank; i++)
+        if (a->t.dims[i] > INT32_MAX) return false;
+    for (int i = 0; i < b->t.rank; i++)
+        if (b->t.dims[i] > INT32_MAX) return false;
+    for (int i = 0; i < y->t.rank; i++)
+        if (y->t.dims[i] > INT32_MAX) return false;
+    return true;
+}
+
+/* ---- the problem ---------------------------------------------------------------------- */
+
+typedef struct gemm_problem {
+    const ir_node *node;
+    const ir_value *a, *b, *y;
+    pass_epilogue ep;
+    int64_t m, n, k;
+    int la, lb;                      /* 0: K-major, 1: M-/N-major (KG_GEMM_*) */
+    int64_t lda, ldb;
+    int batch_rank;                  /* output batch dims, after folding */
+    int64_t batch[IR_MAX_RANK];
+    int64_t a_stride[IR_MAX_RANK], b_stride[IR_MAX_RANK]; /* elements per step of each batch dim (0: broadcast) */
+    int64_t n_batch;
+    bool folded;                     /* A's batch dims folded into m */
+    kiln_dtype sa, sb, sy, sbias, sres; /* storage dtypes */
+    int64_t bias_rs, bias_cs;
+    float alpha, beta;
+    bool tc;                         /* the tensor-core template applies */
+} gemm_problem;
+
+/* Whether kg_gemm_tc takes g: A and B stored as the same 16-bit float, and
+ * rows of 16 bytes for cp.async (the contiguous extent of each operand and
+ * its stride a multiple of 8 elements). */
+static bool gemm_tc_ok(const gemm_problem *g)
+{
+    int64_t a_contig = g->la == 0 ? g->k : g->m, b_contig = g->lb == 0 ? g->k : g->n;
+    return g->sa == g->sb && (g->sa == KILN_F16 || g->sa == KILN_BF16) && a_contig % 8 == 0 && b_contig % 8 == 0 &&
+           g->lda % 8 == 0 && g->ldb % 8 == 0;
+}
+
+static kiln_status gemm_analyse(cg_emitter *e, const sched_group *grp, gemm_problem *g)
+{
+    memset(g, 0, sizeof(*g));
+    const ir_node *n = grp->nodes[0];
+    char lb[256];
+    if ((n->op != KILN_OP_MAT_MUL && n->op != KILN_OP_GEMM) || !cg_can_contract(n))
+        return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "%s: not a MatMul / Gemm the cuda target compiles",
+                             ir_node_label(n, lb, sizeof(lb)));
+    KILN_TRY(pass_group_epilogue(grp, &g->ep, e->d));
+    g->node = n;
+    g->a = n->in[0];
+    g->b = n->in[1];
+    g->y = grp->nodes[grp->n_nodes - 1]->out[0];
+    const ir_tensor *a = &g->a->t, *b = &g->b->t;
+    g->alpha = g->ep.scale;
+    g->beta = 1.0f;
+    g->n_batch = 1;
+    if (n->op == KILN_OP_GEMM) {
+        bool ta = ir_node_attr_int(n, "transA", 0) != 0, tb = ir_node_attr_int(n, "transB", 0) != 0;
+        g->m = ta ? a->dims[1] : a->dims[0];
+        g->k = ta ? a->dims[0] : a->dims[1];
+        g->n = tb ? b->dims[0] : b->dims[1];
+        g->la = ta ? 1 : 0;
+        g->lda = a->dims[1];
+        g->lb = tb ? 0 : 1;
+        g->ldb = b->dims[1];
+        g->alpha *= (float)ir_node_attr_float(n, "alpha", 1.0);
+        if (g->ep.bias && n->n_in > 2 && g->ep.bias == n->in[2]) g->beta = (float)ir_node_attr_float(n, "beta", 1.0);
+    } else {
+        /* 1-D A is a row [1, k], 1-D B a column [k, 1] */
+        g->m = a->rank >= 2 ? a->dims[a->rank - 2] : 1;
+        g->k = a->dims[a->rank - 1];
+        g->n = b->rank >= 2 ? b->dims[b->rank - 1] : 1;
+        g->la = 0;
+        g->lda = g->k;
+        g->lb = 1;
+        g->ldb = g->n;
+        int ra = KILN_MAX(a->rank - 2, 0), rb = KILN_MAX(b->rank - 2, 0);
+        int br = KILN_MAX(ra, rb);
+        int64_t sa = g->m * g->k, sb = g->k * g->n;
+        int64_t bat[IR_MAX_RANK], as[IR_MAX_RANK], bs[IR_MAX_RANK];
+        for (int i = br - 1; i >= 0; i--) {
+            int ia = i - (br - ra), ib = i - (br - rb);
+            int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+            bat[i] = da == 1 ? db : da;
+            as[i] = da == 1 ? 0 : sa;
+            bs[i] = db == 1 ? 0 : sb;
+            sa *= da;
+            sb *= db;
+        }
+        int64_t a_batch = 1, b_batch = 1, out_batch = 1;
+        for (int i = 0; i < br; i++) {
+            out_batch *= bat[i];
+            if (as[i]) a_batch *= bat[i];
+            if (bs[i]) b_batch *= bat[i];
+        }
+        if (b_batch == 1 && a_batch == out_batch && out_batch * g->m <= INT32_MAX) {
+            g->m *= out_batch; /* B is shared: A's rows of every batch are one tall matrix */
+            g->folded = out_batch > 1;
+        } else {
+            /* keep the batch dims that are not 1 */
+            for (int i = 0; i < br; i++) {
+                if (bat[i] == 1) continue;
+                g->batch[g->batch_rank] = bat[i];
+                g->a_stride[g->batch_rank] = as[i];
+                g->b_stride[g->batch_rank] = bs[i];
+                g->batch_rank++;
+            }
+            g->n_batch = out_batch;
+        }
+    }
+    if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX || g->n_batch > INT32_MAX)
+        return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "%s: extents beyond 2^31 are not supported",
+                             ir_node_label(n, lb, sizeof(lb)));
+    g->sa = cg_store(e, g->a);
+    g->sb = cg_store(e, g->b);
+    g->sy = cg_store(e, g->y);
+    if (!is_fp(g->sa) || !is_fp(g->sb) || !is_fp(g->sy))
+        return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "%s: operands stored as %s x %s -> %s",
+                             ir_node_label(n, lb, sizeof(lb)), kiln_dtype_name(g->sa), kiln_dtype_name(g->sb),
+                             kiln_dtype_name(g->sy));
+    if (g->ep.bias) {
+        /* the bias right-aligned to the output [..., m, n]: its last dim runs
+         * along n, the one before along m; dims of 1 broadcast */
+        const ir_tensor *t = &g->ep.bias->t;
+        g->sbias = cg_store(e, g->ep.bias);
+        g->bias_cs = t->rank >= 1 && t->dims[t->rank - 1] != 1 ? 1 : 0;
+        g->bias_rs = t->rank >= 2 && t->dims[t->rank - 2] != 1 ? t->dims[t->rank - 1] : 0;
+        bool ok = is_fp(g->sbias) && (!g->bias_cs || t->dims[t->rank - 1] == g->n) && (!g->bias_rs || !g->folded);
+        for (int i = 0; ok && i < t->rank - 2; i++) ok = t->dims[i] == 1;
+        if (!ok) {
+            char ts[96];
+            return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "%s: bias %s does not broadcast along rows and columns",
+                                 ir_node_label(n, lb, sizeof(lb)), ir_tensor_type_str(t, ts, sizeof(ts)));
+        }
+    }
+    if (g->ep.residual) {
+        g->sres = cg_store(e, g->ep.residual);
+        if (!is_fp(g->sres) || ir_numel(&g->ep.residual->t) != ir_numel(&g->y->t))
+            return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "%s: residual of another shape or dtype",
+                                 ir_node_label(n, lb, sizeof(lb)));
+    }
+    g->tc = gemm_tc_ok(g);
+    return KILN_OK;
+}
+
+/* ---- configurations ------------------------------------------------------------------- */
+
+typedef enum gemm_kind { GEMM_TC, GEMM_WG, GEMM_SIMT } gemm_kind;
+
+typedef struct gemm_cfg {
+    gemm_kind kind;  /* kg_gemm_tc, kg_gemm_wg, kg_gemm_simt */
+    int bm, bn, bk;  /* block tile; bk 8 for simt */
+    int wm, wn;      /* warp tile (tc) */
+    int ks;          /* warp slices along k (tc) */
+    int stages;      /* copy stages (tc, wg) */
+} gemm_cfg;
+
+/* Tensor-core tiles: large ones for large problems (64 x 64 warp tiles:
+ * the most mma per ldmatrix), small and k-sliced ones so that small
+ * problems still spread over every multiprocessor. */
+static const gemm_cfg tc_table[] = {
+    {GEMM_TC, 128, 256, 32, 64, 64, 1, 3}, {GEMM_TC, 128, 256, 32, 64, 64, 1, 4}, {GEMM_TC, 256, 128, 32, 64, 64, 1, 3},
+    {GEMM_TC, 256, 128, 32, 64, 64, 1, 4}, {GEMM_TC, 128, 256, 64, 64, 64, 1, 3}, {GEMM_TC, 256, 128, 64, 64, 64, 1, 3},
+    {GEMM_TC, 128, 128, 32, 64, 64, 1, 4}, {GEMM_TC, 128, 128, 32, 64, 64, 1, 5}, {GEMM_TC, 128, 128, 64, 64, 64, 1, 3},
+    {GEMM_TC, 128, 128, 64, 64, 64, 1, 4}, {GEMM_TC, 128, 128, 32, 64, 32, 1, 4}, {GEMM_TC, 128, 128, 32, 32, 64, 1, 4},
+    {GEMM_TC, 128, 64, 32, 64, 32, 1, 4},  {GEMM_TC, 128, 64, 64, 64, 32, 1, 3},  {GEMM_TC, 64, 128, 32, 32, 64, 1, 4},
+    {GEMM_TC, 64, 128, 64, 32, 64, 1, 3},  {GEMM_TC, 64, 64, 32, 32, 32, 1, 4},   {GEMM_TC, 64, 64, 64, 32, 32, 1, 3},
+    {GEMM_TC, 64, 64, 64, 32, 32, 2, 3},   {GEMM_TC, 64, 64, 64, 32, 32, 2, 4},   {GEMM_TC, 64, 32, 64, 32, 32, 2, 3},
+    {GEMM_TC, 32, 64, 64, 32, 32, 2, 3},   {GEMM_TC, 32, 64, 64, 32, 32, 4, 3},   {GEMM_TC, 32, 32, 64, 32, 32, 4, 3},
+    {GEMM_TC, 32, 32, 128, 32, 32, 4, 3},  {GEMM_TC, 64, 32, 64, 32, 32, 4, 3},   {GEMM_TC, 32, 64, 64, 16, 32, 2, 3},
+    {GEMM_TC, 64, 64, 128, 32, 32, 4, 2},
+};
+
+/* Warpgroup-MMA tiles (sm_90): m 64 per warpgroup, n up to 256 per wgmma.
+ * Up to 113 KB two blocks share a multiprocessor, which hides one's
+ * prologue and epilogue behind the other's main loop (short k). */
+static const gemm_cfg wg_table[] = {
+    {GEMM_WG, 128, 256, 64, 0, 0, 1, 4}, {GEMM_WG, 128, 256, 32, 0, 0, 1, 6}, {GEMM_WG, 128, 256, 32, 0, 0, 1, 4},
+    {GEMM_WG, 256, 128, 64, 0, 0, 1, 4}, {GEMM_WG, 128, 192, 64, 0, 0, 1, 4}, {GEMM_WG, 128, 192, 32, 0, 0, 1, 4},
+    {GEMM_WG, 128, 128, 64, 0, 0, 1, 4}, {GEMM_WG, 128, 128, 64, 0, 0, 1, 5}, {GEMM_WG, 128, 128, 32, 0, 0, 1, 6},
+    {GEMM_WG, 128, 128, 64, 0, 0, 1, 3}, {GEMM_WG, 128, 64, 64, 0, 0, 1, 4},  {GEMM_WG, 64, 256, 64, 0, 0, 1, 4},
+    {GEMM_WG, 64, 128, 64, 0, 0, 1, 4},  {GEMM_WG, 64, 128, 32, 0, 0, 1, 6},  {GEMM_WG, 64, 64, 64, 0, 0, 1, 4},
+    {GEMM_WG, 64, 64, 64, 0, 0, 1, 6},
+};
+
+static const gemm_cfg simt_table[] = {
+    {GEMM_SIMT, 128, 128, 8, 0, 0, 1, 2}, {GEMM_SIMT, 128, 64, 8, 0, 0, 1, 2}, {GEMM_SIMT, 64, 128, 8, 0, 0, 1, 2},
+    {GEMM_SIMT, 64, 64, 8, 0, 0, 1, 2},   {GEMM_SIMT, 32, 64, 8, 0, 0, 1, 2},  {GEMM_SIMT, 64, 32, 8, 0, 0, 1, 2},
+};
+
+#define MAX_CANDS ((int)(KILN_COUNT(tc_table) + KILN_COUNT(wg_table) + KILN_COUNT(simt_table)))
+
+static int cfg_threads(const gemm_cfg *c)
+{
+    if (c->kind == GEMM_SIMT) return (c->bm / 8) * (c->bn / 8);
+    if (c->kind == GEMM_WG) return c->bm / 64 * 128;
+    return (c->bm / c->wm) * (c->bn / c->wn) * c->ks * 32;
+}
+
+/* The same sums as KG_GEMM_TC_SMEM / KG_GEMM_WG_SMEM / KG_GEMM_SIMT_SMEM in
+ * kg_gemm.cuh. */
+static int cfg_smem(const gemm_cfg *c)
+{
+    if (c->kind == GEMM_SIMT) return 2 * 8 * (c->bm + 4 + c->bn + 4) * 4;
+    if (c->kind == GEMM_WG) return c->stages * (c->bm + c->bn) * c->bk * 2 + 1024;
+    int pipe = c->stages * (c->bm + c->bn) * c->bk * 2, red = (c->ks - 1) * c->bm * c->bn * 4;
+    return pipe > red ? pipe : red;
+}
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static int64_t cfg_rtasks(const gemm_problem *g, const gemm_cfg *c)
+{
+    return g->n_batch * cdiv(g->m, c->bm) * cdiv(g->n, c->bn);
+}
+
+/* The candidates for g on gpu: the templates' tables without tiles that
+ * do not fit the GPU's shared memory or are far larger than the problem;
+ * on sm_90 the warpgroup-MMA tiles, and of the mma.sync ones only those
+ * smaller than 128 x 128 (for small problems). Deterministic: the tuner's
+ * candidate indices refer to this list. */
+static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *out)
+{
+    const gemm_cfg *tables[2] = {simt_table, NULL};
+    int sizes[2] = {(int)KILN_COUNT(simt_table), 0}, n = 0;
+    bool hopper = gpu->sm_major == 9;
+    if (g->tc && hopper) {
+        tables[0] = wg_table;
+        sizes[0] = (int)KILN_COUNT(wg_table);
+        tables[1] = tc_table;
+        sizes[1] = (int)KILN_COUNT(tc_table);
+    } else if (g->tc) {
+        tables[0] = tc_table;
+        sizes[0] = (int)KILN_COUNT(tc_table);
+    }
+    int64_t m_fit = KILN_MAX(32, g->m), n_fit = KILN_MAX(32, g->n);
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; i < sizes[t]; i++) {
+            const gemm_cfg *c = &tables[t][i];
+            if (cfg_smem(c) > gpu->smem_per_block_optin || cfg_rtasks(g, c) > INT32_MAX) continue;
+            /* a tile at most twice the problem in m and n */
+            if (c->bm > 2 * m_fit || c->bn > 2 * n_fit) continue;
+            if (hopper && c->kind == GEMM_TC && c->bm * c->bn >= 128 * 128) continue;
+            out[n++] = *c;
+        }
+    if (n == 0) out[n++] = g->tc ? tc_table[KILN_COUNT(tc_table) - 5] : simt_table[3]; /* 32 x 32 / 64 x 64 */
+    return n;
+}
+
+/* Estimated time of c on g in SM clocks: memory time plus the larger of
+ * compute and latency time.
+ *   - memory: every tile reads its A and B panels through L2, and A, B and
+ *     C cross DRAM once;
+ *   - compute: each multiprocessor's share of the tiles at the template's
+ *     MMA rate (narrow wgmma and narrow mma.sync warp tiles are slower per
+ *     MAC; small mma.sync blocks cannot keep the tensor cores busy);
+ *   - latency: the tiles a multiprocessor holds at once (by shared memory,
+ *     registers and warps) run side by side, each a chain of k-tiles no
+ *     faster than the copy latency over the stages in flight.
+ * The rates and latencies are fitted, not derived: on an H100 the chosen
+ * configuration runs within 4% of the fastest candidate on average (the
+ * geometric mean over bench/gpu_gemm.c's timed shapes; at worst 12%, on
+ * the small attention products). */
+static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *gpu)
+{
+    const double latency = 700.0, dram_bytes_per_clk = 1200.0, l2_bytes_per_clk = 6250.0;
+    int n_sms = gpu->n_sms > 0 ? gpu->n_sms : 132;
+    int threads = cfg_threads(c), smem = cfg_smem(c);
+    int regs, in_flight;
+    double rate;
+    if (c->kind == GEMM_SIMT) {
+        regs = 160;
+        rate = 128.0 * 0.6;
+        in_flight = 1;
+    } else if (c->kind == GEMM_WG) {
+        regs = c->bn / 2 + 90;
+        rate = 1800.0 * (c->bn >= 192 ? 1.0 : c->bn >= 128 ? 0.75 : 0.65) * (c->bm >= 128 ? 1.0 : 1.1);
+        in_flight = c->stages - 2;
+    } else {
+        int mi = c->wm / 16, ni = c->wn / 8;
+        regs = mi * ni * 4 + 2 * (mi * 4 + ni * 2) + 40;
+        double frag = (double)(c->wm * c->wn) / (c->wm + c->wn) / 32.0;
+        rate = 2200.0 * (frag >= 1.0 ? 1.0 : 0.45 + 0.55 * frag) * KILN_MIN(1.0, threads / 128.0);
+        in_flight = c->stages - 1;
+    }
+    regs = (regs + 7) & ~7;
+    int by_smem = 228 * 1024 / (smem + 1024), by_regs = 65536 / (threads * KILN_MIN(regs, 255));
+    int bps = KILN_MAX(1, KILN_MIN(by_smem, KILN_MIN(by_regs, KILN_MIN(64 / (threads / 32), 32))));
+    double tiles = (double)cfg_rtasks(g, c);
+    double per_sm = ceil(tiles / n_sms), resident = KILN_MIN((double)bps, per_sm);
+    double k_tiles = (double)cdiv(g->k, c->bk), work = (double)c->bm * c->bn * c->bk;
+    double t_compute = per_sm * k_tiles * work / rate;
+    double t_latency = ceil(per_sm / resident) * k_tiles * fmax(work / rate, latency / in_flight);
+    double esize = g->sa == KILN_F32 ? 4.0 : 2.0;
+    double l2 = tiles * (double)(c->bm + c->bn) * (double)g->k * esize;
+    double dram = (double)g->n_batch * ((double)g->m * g->k + (double)g->k * g->n + 2.0 * (double)g->m * g->n) * esize;
+    double t_memory = fmax(dram / dram_bytes_per_clk, l2 / l2_bytes_per_clk);
+    return t_memory + fmax(t_compute, t_latency);
+}
+
+static int gemm_heuristic(const gemm_problem *g, const gemm_cfg *cands, int n, const cg_gpu *gpu)
+{
+    int best = 0;
+    double best_cost = 0;
+    for (int i = 0; i < n; i++) {
+        double cost = gemm_cost(g, &cands[i], gpu);
+        if (i == 0 || cost < best_cost * 0.999) {
+            best = i;
+            best_cost = cost;
+        }
+    }
+    return best;
+}
+
+/* ---- emission ---------------------------------------------------------------------------- */
+
+static void dims_str(const ir_tensor *t, char *buf, size_t n)
+{
+    int len = snprintf(buf, n, "[");
+    for (int i = 0; i < t->rank && len < (int)n; i++)
+        len += snprintf(buf + len, n - (size_t)len, "%s%lld", i ? "," : "", (long long)t->dims[i]);
+    if (len < (int)n) snprintf(buf + len, n - (size_t)len, "]");
+}
+
+/* The body of op_<id> after the batch offsets oa, ob, oc: fills the
+ * kg_gemm_args and calls the template. pa..pres: typed pointer
+ * expressions of the operands (pbias, pres NULL when absent). Also what
+ * bench/gpu_gemm.c emits, so the bench times the code the compiler makes. */
+static void emit_call(base_str *s, const gemm_problem *g, const gemm_cfg *c, const char *pa, const char *pb,
+                      const char *pc, const char *pbias, const char *pres)
+{
+    char f1[48], f2[48], f3[48], f4[48];
+    base_str_printf(s, "    g.a = %s + oa;\n    g.b = %s + ob;\n    g.c = %s + oc;\n", pa, pb, pc);
+    if (pbias) base_str_printf(s, "    g.bias = %s;\n", pbias);
+    else base_str_cat(s, "    g.bias = 0;\n");
+    if (pres) base_str_printf(s, "    g.res = %s + oc;\n", pres);
+    else base_str_cat(s, "    g.res = 0;\n");
+    base_str_printf(s,
+                    "    g.m = %lld; g.n = %lld; g.k = %lld;\n"
+                    "    g.lda = %lld; g.ldb = %lld; g.ldc = %lld; g.ldr = %lld;\n"
+                    "    g.bias_rs = %lld; g.bias_cs = %lld;\n"
+                    "    g.la = %s; g.lb = %s;\n"
+                    "    g.dt_a = %s; g.dt_b = %s; g.dt_c = %s; g.dt_bias = %s; g.dt_res = %s;\n"
+                    "    g.alpha = %s; g.beta = %s;\n"
+                    "    g.act = %s; g.act_p0 = %s; g.act_p1 = %s;\n",
+                    (long long)g->m, (long long)g->n, (long long)g->k, (long long)g->lda, (long long)g->ldb,
+                    (long long)g->n, (long long)g->n, (long long)g->bias_rs, (long long)g->bias_cs,
+                    g->la ? "KG_GEMM_MNMAJOR" : "KG_GEMM_KMAJOR", g->lb ? "KG_GEMM_MNMAJOR" : "KG_GEMM_KMAJOR",
+                    dt_code(g->sa), dt_code(g->sb), dt_code(g->sy), dt_code(g->sbias), dt_code(g->sres),
+                    cg_float_lit(g->alpha, f1, sizeof(f1)), cg_float_lit(g->beta, f2, sizeof(f2)), act_names[g->ep.act],
+                    cg_float_lit(g->ep.alpha, f3, sizeof(f3)), cg_float_lit(g->ep.beta, f4, sizeof(f4)));
+    base_str_printf(s, "    int tm, tn;\n    kg_gemm_raster(t, %lld, %lld, 8, &tm, &tn);\n", (long long)cdiv(g->m, c->bm),
+                    (long long)cdiv(g->n, c->bn));
+    if (c->kind == GEMM_SIMT) base_str_printf(s, "    kg_gemm_simt(&g, tm, tn, %d, %d);\n}\n\n", c->bm, c->bn);
+    else if (c->kind == GEMM_WG)
+        base_str_printf(s, "    kg_gemm_wg(&g, tm, tn, %d, %d, %d, %d);\n}\n\n", c->bm, c->bn, c->bk, c->stages);
+    else
+        base_str_printf(s, "    kg_gemm_tc(&g, tm, tn, %d, %d, %d, %d, %d, %d, %d);\n}\n\n", c->bm, c->bn, c->bk,
+                        c->wm, c->wn, c->ks, c->stages);
+}
+
+/* The comment above op_<id>: the problem and the configuration. */
+static void emit_summary(base_str *s, const gemm_problem *g, const gemm_cfg *c)
+{
+    char sa[96], sb[96], sy[96];
+    dims_str(&g->a->t, sa, sizeof(sa));
+    dims_str(&g->b->t, sb, sizeof(sb));
+    dims_str(&g->y->t, sy, sizeof(sy));
+    bool gemm = g->node->op == KILN_OP_GEMM;
+    base_str_printf(s, "/* %s %s %s%s x %s%s -> %s%s; m=%lld n=%lld k=%lld batch=%lld; stored %s x %s -> %s",
+                    gemm ? "Gemm" : "MatMul", kiln_dtype_name(g->a->t.dtype), sa, gemm && g->la ? "^T" : "", sb,
+                    gemm && !g->lb ? "^T" : "", sy, g->folded ? " (batch folded into rows)" : "", (long long)g->m,
+                    (long long)g->n, (long long)g->k, (long long)g->n_batch, kiln_dtype_name(g->sa),
+                    kiln_dtype_name(g->sb), kiln_dtype_name(g->sy));
+    if (g->alpha != 1.0f) base_str_cat(s, "; scaled");
+    if (g->ep.bias) base_str_cat(s, "; bias");
+    if (g->ep.residual) base_str_cat(s, "; residual");
+    if (g->ep.act != PASS_ACT_NONE) base_str_printf(s, "; %s", act_names[g->ep.act] + strlen("KG_ACT_"));
+    if (c->kind == GEMM_SIMT) base_str_printf(s, ".\n * kg_gemm_simt: %dx%d tiles, 8x8 per thread. */\n", c->bm, c->bn);
+    else if (c->kind == GEMM_WG)
+        base_str_printf(s, ".\n * kg_gemm_wg: %dx%dx%d tiles, %d warpgroups, %d stages. */\n", c->bm, c->bn, c->bk,
+                        c->bm / 64, c->stages);
+    else
+        base_str_printf(s, ".\n * kg_gemm_tc: %dx%dx%d tiles, %dx%d warp tiles, %d k-slice%s, %d stages. */\n", c->bm,
+                        c->bn, c->bk, c->wm, c->wn, c->ks, c->ks > 1 ? "s" : "", c->stages);
+}
+
+static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_problem *g, const gemm_cfg *c, cg_op *op)
+{
+    base_str *s = &e->code;
+    char pa[160], pb[160], pc[160], pbias[160], pres[160];
+    int64_t tiles = cdiv(g->m, c->bm) * cdiv(g->n, c->bn);
+    cg_comment(s, grp);
+    emit_summary(s, g, c);
+    base_str_printf(s, "static __device__ void op_%d(const kiln_gctx *c, int t)\n{\n    kg_gemm_args g;\n", grp->id);
+    if (g->n_batch > 1) {
+        /* rTask t: tile t % tiles of batch t / tiles */
+        base_str_printf(s, "    int b = t / %lld, r = b;\n    kg_i64 oa = 0, ob = 0;\n    t %%= %lld;\n",
+                        (long long)tiles, (long long)tiles);
+        for (int i = g->batch_rank - 1; i >= 0; i--) {
+            base_str_printf(s, "    oa += (kg_i64)(r %% %lld) * %lldLL;\n    ob += (kg_i64)(r %% %lld) * %lldLL;\n",
+                            (long long)g->batch[i], (long long)g->a_stride[i], (long long)g->batch[i],
+                            (long long)g->b_stride[i]);
+            if (i) base_str_printf(s, "    r /= %lld;\n", (long long)g->batch[i]);
+        }
+        base_str_printf(s, "    kg_i64 oc = (kg_i64)b * %lldLL;\n", (long long)(g->m * g->n));
+    } else {
+        base_str_cat(s, "    const kg_i64 oa = 0, ob = 0, oc = 0;\n");
+    }
+    emit_call(s, g, c, cg_ptr(e, g->a, pa, sizeof(pa)), cg_ptr(e, g->b, pb, sizeof(pb)),
+              cg_ptr(e, g->y, pc, sizeof(pc)), g->ep.bias ? cg_ptr(e, g->ep.bias, pbias, sizeof(pbias)) : NULL,
+              g->ep.residual ? cg_ptr(e, g->ep.residual, pres, sizeof(pres)) : NULL);
+    op->n_rtasks = g->n_batch * tiles;
+    op->block = cfg_threads(c);
+    op->smem_bytes = cfg_smem(c);
+    KILN_TRY(cg_need(e, "kg_gemm.cuh"));
+    return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;
+}
+
+/* An empty output: nothing to compute, one idle rTask. */
+static kiln_status emit_empty(cg_emitter *e, const sched_group *grp, cg_op *op)
+{
+    cg_comment(&e->code, grp);
+    base_str_printf(&e->code, "static __device__ void op_%d(const kiln_gctx *c, int t) { (void)c; (void)t; }\n\n",
+                    grp->id);
+    *op = (cg_op){.n_rtasks = 1, .block = 32, .smem_bytes = 0};
+    return KILN_OK;
+}
+
+static kiln_status emit_candidate(cg_emitter *e, const sched_group *grp, int cand, cg_op *op)
+{
+    gemm_problem g;
+    gemm_cfg cands[MAX_CANDS];
+    KILN_TRY(gemm_analyse(e, grp, &g));
+    int n = gemm_candidates(&g, &e->gpu, cands);
+    if (cand < 0 || cand >= n)
+        return base_diag_add(e->d, KILN_ERR_INTERNAL, "group '%s': no GEMM candidate %d (of %d)", grp->name, cand, n);
+    return emit_op(e, grp, &g, &cands[cand], op);
+}
+
+kiln_status cg_emit_gemm(cg_emitter *e, const sched_group *grp, cg_op *op)
+{
+    gemm_problem g;
+    gemm_cfg cands[MAX_CANDS];
+    KILN_TRY(gemm_analyse(e, grp, &g));
+    if (ir_numel(&g.y->t) == 0) return emit_empty(e, grp, op);
+    int n = gemm_candidates(&g, &e->gpu, cands);
+    int pick = gemm_heuristic(&g, cands, n, &e->gpu);
+    if (n > 1) {
+        char key[512];
+        snprintf(key, sizeof(key),
+                 "gemm %s %s.%s m=%lld n=%lld k=%lld batch=%lld la=%d lb=%d out=%s bias=%s/%lld/%lld res=%s act=%d",
+                 g.tc ? "tc" : "simt", kiln_dtype_name(g.sa), kiln_dtype_name(g.sb), (long long)g.m, (long long)g.n,
+                 (long long)g.k, (long long)g.n_batch, g.la, g.lb, kiln_dtype_name(g.sy),
+                 g.ep.bias ? kiln_dtype_name(g.sbias) : "-", (long long)g.bias_rs, (long long)g.bias_cs,
+                 g.ep.residual ? kiln_dtype_name(g.sres) : "-", (int)g.ep.act);
+        int tuned = cg_tune_choose(e, grp, key, n, emit_candidate);
+        if (tuned >= 0 && tuned < n) pick = tuned;
+    }
+    return emit_op(e, grp, &g, &cands[pick], op);
+}

@@ -1,0 +1,271 @@
+/*
+ * emit_rows.c: the cuda target's row-wise groups: Softmax and LogSoftmax
+ * (any axis), LayerNormalization, GlobalAveragePool and the RMSNorm pattern
+ * (pass.h PASS_PATTERN_RMS_NORM), as calls to kernels/kg_rows.cuh.
+ *
+ * The tensor is viewed as [rows, cols] with contiguous rows, the way the c
+ * target's emit_rows.c views it (Softmax before opset 13 flattens at its
+ * axis; from 13 on it works along one axis, and an axis other than the last
+ * runs in column mode: one thread per column, neighbours reading
+ * neighbours). A row of at most 1024 elements belongs to one warp, a longer
+ * one to a whole block; each thread keeps its part of the row in registers
+ * when it is short enough and reads it with 16-byte loads when the row
+ * length allows (kg_rows.cuh).
+ */
+#include "target/cuda/cuda-impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Rows of at most this many elements go to one warp each. */
+#define WARP_ROW_MAX 1024
+/* Elements per thread a block team aims at (a 16-byte load or two). */
+#define BLOCK_ROW_PER_THREAD 8
+/* kg_rows.cuh's KG_ROW_HELD: chunks a thread keeps in registers. */
+#define ROW_HELD 16
+/* Floats a thread holds: with more than 512 threads a block gets at most 64
+ * registers per thread, so it holds half as many. */
+#define HELD_FLOATS 64
+
+static bool is_fp(kiln_dtype t) { return t == KILN_F32 || t == KILN_F16 || t == KILN_BF16; }
+
+/* Outputs after the first are absent or read by nobody (LayerNormalization's
+ * Mean and InvStdDev, which the kernels do not write). */
+static bool only_first_output(const ir_node *n)
+{
+    for (int j = 1; j < n->n_out; j++)
+        if (n->out[j] && (n->out[j]->n_uses > 0 || n->out[j]->is_output)) return false;
+    return true;
+}
+
+/* The [rows, cols] view of a row op, or for Softmax-13 on an inner axis the
+ * [outer, cols, inner] split (*inner > 1). False when the axis is out of
+ * range (the interpreter rejects those nodes anyway). */
+static bool row_view(const ir_node *n, int64_t *rows, int64_t *cols, int64_t *inner)
+{
+    const ir_tensor *x = &n->in[0]->t;
+    int r = x->rank;
+    *inner = 1;
+    if (n->op == KILN_OP_GLOBAL_AVERAGE_POOL) {
+        if (r < 3) return false;
+        *rows = x->dims[0] * x->dims[1];
+        *cols = ir_dims_numel(r - 2, x->dims + 2);
+        return true;
+    }
+    bool soft = n->op == KILN_OP_SOFTMAX || n->op == KILN_OP_LOG_SOFTMAX;
+    int64_t axis = ir_node_attr_int(n, "axis", soft && n->opset < 13 ? 1 : -1);
+    if (axis < 0) axis += r;
+    if (soft && n->opset < 13) {
+        /* coerced to 2-D at axis, which may be 0..r */
+        if (axis < 0 || axis > r) return false;
+        *rows = ir_dims_numel((int)axis, x->dims);
+        *cols = ir_dims_numel(r - (int)axis, x->dims + axis);
+        return true;
+    }
+    if (axis < 0 || axis >= r) return false;
+    *rows = ir_dims_numel((int)axis, x->dims);
+    if (soft) {
+        *cols = x->dims[axis];
+        *inner = ir_dims_numel(r - (int)axis - 1, x->dims + axis + 1);
+    } else {
+        *cols = ir_dims_numel(r - (int)axis, x->dims + axis);
+    }
+    return true;
+}
+
+/* LayerNormalization's scale or bias covers the normalised dims exactly:
+ * aligned right with x, every dim before the axis 1, every later dim x's. */
+static bool per_column(const ir_value *v, const ir_tensor *x, int axis)
+{
+    if (!v->shape_known || !is_fp(v->t.dtype) || v->t.rank > x->rank) return false;
+    for (int i = 1; i <= v->t.rank; i++) {
+        int xd = x->rank - i;
+        int64_t want = xd >= axis ? x->dims[xd] : 1;
+        if (v->t.dims[v->t.rank - i] != want) return false;
+    }
+    return ir_numel(&v->t) == ir_dims_numel(x->rank - axis, x->dims + axis);
+}
+
+bool cg_can_rows(const ir_node *n)
+{
+    const ir_value *x = n->in[0], *y = n->out[0];
+    int64_t rows, cols, inner;
+    if (!x || !y || !x->shape_known || !y->shape_known || !is_fp(x->t.dtype) || y->t.dtype != x->t.dtype) return false;
+    if (!only_first_output(n) || x->t.rank < 1 || !row_view(n, &rows, &cols, &inner)) return false;
+    if (cols > (1 << 30) || rows * inner > INT32_MAX) return false; /* int column indices in the kernel */
+    if (cols < 1 && ir_numel(&y->t) > 0) return false; /* a mean or norm over nothing */
+    if (n->op == KILN_OP_LAYER_NORMALIZATION) {
+        int64_t axis = ir_node_attr_int(n, "axis", -1);
+        if (axis < 0) axis += x->t.rank;
+        const ir_value *g = n->in[1], *b = n->n_in > 2 ? n->in[2] : NULL;
+        if (!per_column(g, &x->t, (int)axis) || (b && !per_column(b, &x->t, (int)axis))) return false;
+    }
+    return true;
+}
+
+/* ---- emission ------------------------------------------------------------------------- */
+
+static const char *st_code(kiln_dtype t)
+{
+    return t == KILN_F16 ? "KG_ST_F16" : t == KILN_BF16 ? "KG_ST_BF16" : "KG_ST_F32";
+}
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* The row kernel's work: what kg_rows holds, and the launch shape. */
+typedef struct rows_plan {
+    const char *op;                /* KG_ROW_* */
+    const ir_value *x, *y, *g, *b; /* g, b: NULL when absent */
+    int64_t rows, cols;
+    double eps;
+    int vec, per, held, team_block, block;
+    int64_t n_rtasks;
+} rows_plan;
+
+/* Largest chunk (8, 4, 2 or 1 elements) that divides the row and makes at
+ * most 16-byte accesses on every tensor the row touches. */
+static int chunk_elems(const cg_emitter *e, const rows_plan *rp)
+{
+    const ir_value *vals[4] = {rp->x, rp->y, rp->g, rp->b};
+    int vec = 8;
+    for (int i = 0; i < 4; i++) {
+        if (!vals[i] || (i == 1 && strcmp(rp->op, "KG_ROW_MEAN") == 0)) continue;
+        int lim = 16 / (int)ir_dtype_size(cg_store(e, vals[i]));
+        if (lim < vec) vec = lim;
+    }
+    while (vec > 1 && rp->cols % vec) vec /= 2;
+    return vec;
+}
+
+/* Team and block: a warp per row for rows up to WARP_ROW_MAX (as many warps
+ * per block as keep two rTasks per multiprocessor), else a block per row
+ * sized for BLOCK_ROW_PER_THREAD elements per thread. */
+static void plan_launch(const cg_emitter *e, rows_plan *rp)
+{
+    int64_t chunks = rp->cols / rp->vec;
+    if (rp->cols <= WARP_ROW_MAX) {
+        int warps = 8;
+        while (warps > 1 && cdiv(rp->rows, warps) < 2 * (int64_t)e->gpu.n_sms) warps /= 2;
+        rp->team_block = 0;
+        rp->block = 32 * warps;
+        rp->per = (int)cdiv(chunks, 32);
+        rp->n_rtasks = cdiv(rp->rows, warps);
+    } else {
+        int64_t threads = cdiv(cdiv(rp->cols, BLOCK_ROW_PER_THREAD), 32) * 32;
+        if (threads < 128) threads = 128;
+        if (threads > 1024) threads = 1024;
+        rp->team_block = 1;
+        rp->block = (int)threads;
+        rp->per = (int)cdiv(chunks, threads);
+        rp->n_rtasks = rp->rows;
+    }
+    rp->held = rp->per <= ROW_HELD && rp->per * rp->vec <= (rp->block > 512 ? HELD_FLOATS / 2 : HELD_FLOATS);
+}
+
+static kiln_status emit_plan(cg_emitter *e, const sched_group *grp, rows_plan *rp, cg_op *op)
+{
+    base_str *s = &e->code;
+    char px[160], py[160], pg[160], pb[160], eps[48];
+    if (rp->cols > (1 << 30) || rp->rows > INT32_MAX)
+        return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "group '%s': %lld rows of %lld elements are too many",
+                             grp->name, (long long)rp->rows, (long long)rp->cols);
+    rp->vec = chunk_elems(e, rp);
+    plan_launch(e, rp);
+    KILN_TRY(cg_need(e, "kg_rows.cuh"));
+    cg_comment(s, grp);
+    base_str_printf(s, "/* %lld rows of %lld, %s; %d-element chunks, %d per thread%s */\n", (long long)rp->rows,
+                    (long long)rp->cols,
+                    rp->team_block ? "a block of threads per row" : "a warp per row", rp->vec, rp->per,
+                    rp->held ? ", held in registers" : ", read again for every pass");
+    base_str_printf(s, "static __device__ void op_%d(const kiln_gctx *c, int t)\n{\n    kg_rows p;\n", grp->id);
+    base_str_printf(s, "    p.op = %s;\n", rp->op);
+    base_str_printf(s, "    p.x = %s;\n", cg_ptr(e, rp->x, px, sizeof(px)));
+    base_str_printf(s, "    p.y = %s;\n", cg_ptr(e, rp->y, py, sizeof(py)));
+    base_str_printf(s, "    p.g = %s;\n", rp->g ? cg_ptr(e, rp->g, pg, sizeof(pg)) : "0");
+    base_str_printf(s, "    p.b = %s;\n", rp->b ? cg_ptr(e, rp->b, pb, sizeof(pb)) : "0");
+    base_str_printf(s, "    p.sx = %s;\n    p.sy = %s;\n    p.sg = %s;\n    p.sb = %s;\n", st_code(cg_store(e, rp->x)),
+                    st_code(cg_store(e, rp->y)), st_code(rp->g ? cg_store(e, rp->g) : KILN_F32),
+                    st_code(rp->b ? cg_store(e, rp->b) : KILN_F32));
+    base_str_printf(s,
+                    "    p.rows = %lldLL;\n    p.cols = %lld;\n    p.vec = %d;\n    p.per = %d;\n    p.held = %d;\n"
+                    "    p.block = %d;\n",
+                    (long long)rp->rows, (long long)rp->cols, rp->vec, rp->per, rp->held, rp->team_block);
+    base_str_printf(s, "    p.eps = %s;\n    kg_rows_rtask(&p, t);\n}\n\n", cg_float_lit(rp->eps, eps, sizeof(eps)));
+    *op = (cg_op){.n_rtasks = rp->n_rtasks, .block = rp->block, .smem_bytes = rp->team_block ? 32 * 4 : 0};
+    return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;
+}
+
+/* Softmax on an inner axis: one thread per (outer, inner) column. */
+static kiln_status emit_cols(cg_emitter *e, const sched_group *grp, const ir_node *n, int64_t outer, int64_t len,
+                             int64_t inner, cg_op *op)
+{
+    base_str *s = &e->code;
+    char px[160], py[160];
+    const int block = 256;
+    KILN_TRY(cg_need(e, "kg_rows.cuh"));
+    cg_comment(s, grp);
+    base_str_printf(s, "/* %lld x %lld columns of %lld, a thread per column */\n", (long long)outer,
+                    (long long)inner, (long long)len);
+    base_str_printf(s, "static __device__ void op_%d(const kiln_gctx *c, int t)\n{\n    kg_cols p;\n", grp->id);
+    base_str_printf(s, "    p.x = %s;\n", cg_ptr(e, n->in[0], px, sizeof(px)));
+    base_str_printf(s, "    p.y = %s;\n", cg_ptr(e, n->out[0], py, sizeof(py)));
+    base_str_printf(s, "    p.sx = %s;\n    p.sy = %s;\n", st_code(cg_store(e, n->in[0])),
+                    st_code(cg_store(e, n->out[0])));
+    base_str_printf(s, "    p.outer = %lldLL;\n    p.n = %lldLL;\n    p.inner = %lldLL;\n    p.log = %d;\n",
+                    (long long)outer, (long long)len, (long long)inner, n->op == KILN_OP_LOG_SOFTMAX);
+    base_str_cat(s, "    kg_cols_rtask(&p, t);\n}\n\n");
+    *op = (cg_op){.n_rtasks = cdiv(outer * inner, block), .block = block, .smem_bytes = 0};
+    return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;
+}
+
+/* Nothing to compute (an empty tensor): one idle rTask. */
+static kiln_status emit_empty(cg_emitter *e, const sched_group *grp, cg_op *op)
+{
+    cg_comment(&e->code, grp);
+    base_str_printf(&e->code, "static __device__ void op_%d(const kiln_gctx *c, int t) { (void)c; (void)t; }\n\n",
+                    grp->id);
+    *op = (cg_op){.n_rtasks = 1, .block = 32, .smem_bytes = 0};
+    return KILN_OK;
+}
+
+kiln_status cg_emit_rows(cg_emitter *e, const sched_group *grp, cg_op *op)
+{
+    const ir_node *n = grp->nodes[0];
+    char lb[256];
+    rows_plan rp = {0};
+    if (grp->n_nodes > 1) {
+        pass_rms_norm rn;
+        KILN_TRY(pass_group_rms_norm(grp, &rn, e->d));
+        const ir_tensor *x = &rn.x->t;
+        rp = (rows_plan){.op = "KG_ROW_RMS_NORM", .x = rn.x, .y = rn.out, .g = rn.scale, .eps = rn.eps};
+        rp.cols = x->dims[x->rank - 1];
+        rp.rows = ir_numel(x) / (rp.cols ? rp.cols : 1);
+        if (ir_numel(x) == 0) return emit_empty(e, grp, op);
+        if (!cg_ld_fn(cg_store(e, rn.x)) || !cg_ld_fn(cg_store(e, rn.out)) ||
+            (rn.scale && !cg_ld_fn(cg_store(e, rn.scale))))
+            return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "group '%s' (RMSNorm): unsupported storage", grp->name);
+        return emit_plan(e, grp, &rp, op);
+    }
+    int64_t rows, cols, inner;
+    if (!cg_can_rows(n) || !row_view(n, &rows, &cols, &inner))
+        return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "%s: not a row op the cuda target compiles",
+                             ir_node_label(n, lb, sizeof(lb)));
+    if (rows * cols * inner == 0) return emit_empty(e, grp, op);
+    if (inner > 1) return emit_cols(e, grp, n, rows, cols, inner, op);
+    rp.x = n->in[0];
+    rp.y = n->out[0];
+    rp.rows = rows;
+    rp.cols = cols;
+    switch (n->op) {
+    case KILN_OP_SOFTMAX: rp.op = "KG_ROW_SOFTMAX"; break;
+    case KILN_OP_LOG_SOFTMAX: rp.op = "KG_ROW_LOG_SOFTMAX"; break;
+    case KILN_OP_GLOBAL_AVERAGE_POOL: rp.op = "KG_ROW_MEAN"; break;
+    default:
+        rp.op = "KG_ROW_LAYER_NORM";
+        rp.g = n->in[1];
+        rp.b = n->n_in > 2 ? n->in[2] : NULL;
+        rp.eps = ir_node_attr_float(n, "epsilon", 1e-5);
+        break;
+    }
+    return emit_plan(e, grp, &rp, op);
+}

@@ -1,0 +1,428 @@
+/*
+ * kg_attention.cuh: fused attention for the cuda target (emit_attention.c,
+ * the partition's SCHED_GROUP_ATTENTION): the forward pass of
+ * FlashAttention-2 (Dao 2023, algorithm 1),
+ *
+ *     out = softmax(scale * q k^T + mask) v     (softmax along the keys)
+ *
+ * without the [Sq, Sk] scores ever reaching memory. Needs kg_rows.cuh
+ * (storage codes, loads and stores of any storage).
+ *
+ * rTask t is one tile of query rows of one (batch, head): t = bh * n_qt + qt.
+ * The rows of the tile are spread over the warps; each warp walks over the
+ * keys in tiles, keeping for each of its rows the running maximum m, the
+ * running sum l of exp(score - m) and the output accumulator o, rescaled by
+ * exp(m_old - m_new) whenever the maximum grows. A row whose scores are all
+ * -inf ends as 0 / 0 = NaN, as the reference interpreter's softmax gives.
+ * Masked keys (-inf) contribute exactly 0, even in tiles before the first
+ * finite score.
+ *
+ * Two kernels:
+ *   - kg_att_mma, for q, k and v stored in the same 16-bit float type:
+ *     16 query rows per warp, 64 keys per tile, q k^T and p v on the tensor
+ *     cores (mma.sync m16n8k16, fp32 accumulation). q, k and v tiles go to
+ *     shared memory with cp.async (16 bytes a copy, rows padded by 16 bytes
+ *     so that ldmatrix reads 8 rows from 8 bank groups); the q fragments
+ *     stay in registers for the whole rTask; the probabilities go from the
+ *     score accumulators to p v's A fragments without leaving registers
+ *     (FlashAttention-2 section 3.3). k may be stored [key][d] (ldmatrix)
+ *     or [d][key] (ldmatrix .trans); v is [key][dv]. Head dims: multiples
+ *     of 16 up to 128.
+ *   - kg_att_simt, for any storage (fp32 above all) and any strides: 4 query
+ *     rows per warp, 32 keys per tile, a lane per key for the scores and
+ *     lanes across dv for the output, in fp32 FMAs. Head dims up to 256.
+ *
+ * Strides are in elements of each tensor (0 where a dim is broadcast), so
+ * Transposes the partition put into the group cost nothing.
+ */
+#ifndef KILN_KG_ATTENTION_CUH
+#define KILN_KG_ATTENTION_CUH
+
+typedef struct kg_att {
+    const void *q, *k, *v, *mask; /* mask: NULL when none */
+    void *o;
+    int tq, tk, tv, tm, to;       /* storage of q, k, v, mask, o: KG_ST_* */
+    int heads;                    /* the second batch dim: bh = b * heads + h */
+    int n_qt;                     /* query tiles per (batch, head) */
+    int sq, sk, d, dv;
+    float scale;
+    kg_i64 q_b, q_h, q_s, q_d;    /* q[b][h][query][d] */
+    kg_i64 k_b, k_h, k_s, k_d;    /* k[b][h][key][d] */
+    kg_i64 v_b, v_h, v_s, v_d;    /* v[b][h][key][dv] */
+    kg_i64 m_b, m_h, m_q, m_k;    /* mask[b][h][query][key] */
+    kg_i64 o_b, o_h, o_s, o_d;    /* o[b][h][query][dv] */
+    int warps;                    /* warps per block (blockDim.x / 32) */
+    int k_rows;                   /* mma: 1 when k_d == 1 ([key][d]), 0 when k_s == 1 ([d][key]) */
+} kg_att;
+
+#define KG_ATT_BC 64      /* keys per tile, mma */
+#define KG_ATT_MAXD 128   /* largest head dim of the mma kernel */
+#define KG_ATT_PAD 8      /* 16-bit elements after each shared-memory row */
+#define KG_ATT_SR 4       /* query rows per warp, simt */
+#define KG_ATT_SBC 32     /* keys per tile, simt (a lane each) */
+#define KG_ATT_MAXU 8     /* output columns per lane, simt: head dims up to 256 */
+
+/* ---- PTX primitives ------------------------------------------------------------------- */
+
+static __device__ __forceinline__ unsigned kg_att_saddr(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared, the last 16 - bytes of them zero. */
+static __device__ __forceinline__ void kg_att_cp16(void *dst, const void *src, int bytes)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(kg_att_saddr(dst)), "l"(src), "r"(bytes)
+                 : "memory");
+}
+
+static __device__ __forceinline__ void kg_att_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+/* Waits until at most `pending` (0 or 1) committed groups are in flight. */
+static __device__ __forceinline__ void kg_att_wait(const int pending)
+{
+    if (pending) asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    else asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+/* Four 8x8 16-bit matrices; lane l gives the address of row l & 7 of
+ * matrix l >> 3. */
+static __device__ __forceinline__ void kg_att_ldsm(unsigned *r, const void *p, const int trans)
+{
+    if (trans)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(kg_att_saddr(p)));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(kg_att_saddr(p)));
+}
+
+/* c[16x8] += a[16x16] b[16x8], fp32 accumulation. */
+static __device__ __forceinline__ void kg_att_mma(float *c, const unsigned *a, unsigned b0, unsigned b1, const int bf)
+{
+    if (bf)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* ---- shared pieces ----------------------------------------------------------------------- */
+
+/* The rTask's (batch, head) and first query row. */
+static __device__ __forceinline__ void kg_att_task(const kg_att *p, int t, int rows, int *b, int *h, int *q0)
+{
+    int bh = t / p->n_qt;
+    *q0 = (t - bh * p->n_qt) * rows;
+    *b = bh / p->heads;
+    *h = bh - *b * p->heads;
+}
+
+/* score * scale + mask for query q and key k; -inf past the last key. */
+static __device__ __forceinline__ float kg_att_score(const kg_att *p, const void *mask, float s, int q, int k)
+{
+    if (k >= p->sk) return -__int_as_float(0x7f800000);
+    s *= p->scale;
+    if (p->mask && q < p->sq) {
+        float m;
+        kg_ld_n(mask, (kg_i64)q * p->m_q + (kg_i64)k * p->m_k, p->tm, 1, &m);
+        s += m;
+    }
+    return s;
+}
+
+/* The online softmax step of one row: the tile's maximum mx (of scores
+ * already in the row's units) updates the running maximum *m; returns the
+ * factor that rescales the old sum and output, and sets *u, the maximum to
+ * subtract from this tile's scores (0 while every score so far is -inf, so
+ * that exp gives 0 rather than NaN). */
+static __device__ __forceinline__ float kg_att_rescale(float *m, float mx, float *u)
+{
+    float mn = fmaxf(*m, mx);
+    *u = mn == -__int_as_float(0x7f800000) ? 0.0f : mn;
+    float corr = exp2f(*m - *u);
+    *m = mn;
+    return corr;
+}
+
+/* ---- tensor-core kernel ---------------------------------------------------------------- */
+
+/* A [n_rows, n_cols] tile of a 16-bit matrix (element (r, c) at
+ * src + r * rs + c; zero where r >= row_lim or c >= col_lim) into shared
+ * rows of w elements, by the whole block, 16 bytes per copy. */
+static __device__ __forceinline__ void kg_att_tile(unsigned short *dst, int w, const unsigned short *src, kg_i64 rs,
+                                                   int n_rows, int row_lim, int n_cols, int col_lim)
+{
+    const int cpr = n_cols / 8;
+    for (int i = threadIdx.x; i < n_rows * cpr; i += blockDim.x) {
+        int r = i / cpr, c = (i - r * cpr) * 8;
+        int bytes = r < row_lim ? 2 * (col_lim - c) : 0;
+        bytes = bytes < 0 ? 0 : bytes > 16 ? 16 : bytes;
+        kg_att_cp16(dst + r * w + c, bytes ? src + (kg_i64)r * rs + c : src, bytes);
+    }
+}
+
+/* Two floats as a 16-bit pair (the first in the low half), an mma A/B register. */
+static __device__ __forceinline__ unsigned kg_att_pack(float lo, float hi, const int st)
+{
+    return kg_f2bits(lo, st) | (kg_f2bits(hi, st) << 16);
+}
+
+static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
+{
+    const float NEG_INF = -__int_as_float(0x7f800000), LOG2E = 1.4426950408889634f;
+    const int br = 16 * p->warps, bf = p->tq == KG_ST_BF16;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3, mat = lane >> 3;
+    int b, h, q0;
+    kg_att_task(p, t, br, &b, &h, &q0);
+    const unsigned short *qg = (const unsigned short *)p->q + b * p->q_b + h * p->q_h + (kg_i64)q0 * p->q_s;
+    const unsigned short *kg = (const unsigned short *)p->k + b * p->k_b + h * p->k_h;
+    const unsigned short *vg = (const unsigned short *)p->v + b * p->v_b + h * p->v_h;
+    const void *mask = p->mask ? (const void *)((const char *)p->mask +
+                                                (b * p->m_b + h * p->m_h) * (p->tm == KG_ST_F32 ? 4 : 2))
+                               : (const void *)0;
+    const int wq = p->d + KG_ATT_PAD, wk = p->k_rows ? p->d + KG_ATT_PAD : KG_ATT_BC + KG_ATT_PAD;
+    const int wv = p->dv + KG_ATT_PAD;
+    unsigned short *qs = (unsigned short *)kg_smem;
+    unsigned short *ks = qs + br * wq;
+    unsigned short *vs = ks + (p->k_rows ? KG_ATT_BC : p->d) * wk;
+
+    /* the q tile, then each warp's 16 rows into A fragments */
+    kg_att_tile(qs, wq, qg, p->q_s, br, p->sq - q0, p->d, p->d);
+    kg_att_commit();
+    kg_att_wait(0);
+    __syncthreads();
+    unsigned qf[KG_ATT_MAXD / 16][4];
+#pragma unroll
+    for (int kd = 0; kd < KG_ATT_MAXD / 16; kd++) {
+        if (16 * kd >= p->d) break;
+        kg_att_ldsm(qf[kd], qs + (16 * warp + (lane & 7) + 8 * (mat & 1)) * wq + 16 * kd + 8 * (mat >> 1), 0);
+    }
+
+    float of[KG_ATT_MAXD / 8][4];
+#pragma unroll
+    for (int n = 0; n < KG_ATT_MAXD / 8; n++) of[n][0] = of[n][1] = of[n][2] = of[n][3] = 0.0f;
+    float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.0f, l1 = 0.0f; /* rows g and g + 8 of the warp */
+    const int qa = q0 + 16 * warp + g, qb = qa + 8;
+
+    for (int k0 = 0; k0 < p->sk; k0 += KG_ATT_BC) {
+        __syncthreads(); /* every warp is done with the previous k and v tiles */
+        if (p->k_rows)
+            kg_att_tile(ks, wk, kg + (kg_i64)k0 * p->k_s, p->k_s, KG_ATT_BC, p->sk - k0, p->d, p->d);
+        else
+            kg_att_tile(ks, wk, kg + k0, p->k_d, p->d, p->d, KG_ATT_BC, p->sk - k0);
+        kg_att_commit();
+        kg_att_tile(vs, wv, vg + (kg_i64)k0 * p->v_s, p->v_s, KG_ATT_BC, p->sk - k0, p->dv, p->dv);
+        kg_att_commit();
+        kg_att_wait(1);
+        __syncthreads();
+
+        /* s = q k^T: 16 rows x 64 keys per warp, 8 accumulator tiles of 16 x 8 */
+        float s[KG_ATT_BC / 8][4];
+#pragma unroll
+        for (int n = 0; n < KG_ATT_BC / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+        for (int kd = 0; kd < KG_ATT_MAXD / 16; kd++) {
+            if (16 * kd >= p->d) break;
+#pragma unroll
+            for (int np = 0; np < KG_ATT_BC / 16; np++) {
+                unsigned r[4];
+                if (p->k_rows)
+                    kg_att_ldsm(r, ks + (16 * np + (lane & 7) + 8 * (mat >> 1)) * wk + 16 * kd + 8 * (mat & 1), 0);
+                else
+                    kg_att_ldsm(r, ks + (16 * kd + (lane & 7) + 8 * (mat & 1)) * wk + 16 * np + 8 * (mat >> 1), 1);
+                kg_att_mma(s[2 * np], qf[kd], r[0], r[1], bf);
+                kg_att_mma(s[2 * np + 1], qf[kd], r[2], r[3], bf);
+            }
+        }
+
+        /* scale, mask, the online softmax (in log2 units); element e of tile n
+         * is row e < 2 ? g : g + 8, key 8n + 2 c4 + (e & 1) */
+        float mx0 = NEG_INF, mx1 = NEG_INF;
+#pragma unroll
+        for (int n = 0; n < KG_ATT_BC / 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int key = k0 + 8 * n + 2 * c4 + (e & 1);
+                float x = kg_att_score(p, mask, s[n][e], e < 2 ? qa : qb, key) * LOG2E;
+                s[n][e] = x;
+                if (e < 2) mx0 = fmaxf(mx0, x);
+                else mx1 = fmaxf(mx1, x);
+            }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        float u0, u1;
+        float c0 = kg_att_rescale(&m0, mx0, &u0), c1 = kg_att_rescale(&m1, mx1, &u1);
+        l0 *= c0;
+        l1 *= c1;
+#pragma unroll
+        for (int n = 0; n < KG_ATT_BC / 8; n++) {
+            s[n][0] = exp2f(s[n][0] - u0);
+            s[n][1] = exp2f(s[n][1] - u0);
+            s[n][2] = exp2f(s[n][2] - u1);
+            s[n][3] = exp2f(s[n][3] - u1);
+            l0 += s[n][0] + s[n][1];
+            l1 += s[n][2] + s[n][3];
+        }
+#pragma unroll
+        for (int n = 0; n < KG_ATT_MAXD / 8; n++) {
+            if (8 * n >= p->dv) break;
+            of[n][0] *= c0;
+            of[n][1] *= c0;
+            of[n][2] *= c1;
+            of[n][3] *= c1;
+        }
+
+        /* o += p v: the score tiles 2kk and 2kk+1 are the A fragment of keys 16kk.. */
+        kg_att_wait(0);
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < KG_ATT_BC / 16; kk++) {
+            const int st = bf ? KG_ST_BF16 : KG_ST_F16;
+            unsigned a[4] = {kg_att_pack(s[2 * kk][0], s[2 * kk][1], st), kg_att_pack(s[2 * kk][2], s[2 * kk][3], st),
+                             kg_att_pack(s[2 * kk + 1][0], s[2 * kk + 1][1], st),
+                             kg_att_pack(s[2 * kk + 1][2], s[2 * kk + 1][3], st)};
+#pragma unroll
+            for (int np = 0; np < KG_ATT_MAXD / 16; np++) {
+                if (16 * np >= p->dv) break;
+                unsigned r[4];
+                kg_att_ldsm(r, vs + (16 * kk + (lane & 7) + 8 * (mat & 1)) * wv + 16 * np + 8 * (mat >> 1), 1);
+                kg_att_mma(of[2 * np], a, r[0], r[1], bf);
+                kg_att_mma(of[2 * np + 1], a, r[2], r[3], bf);
+            }
+        }
+    }
+
+    /* the sums are per thread so far: add the quad's */
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    float i0 = 1.0f / l0, i1 = 1.0f / l1;
+    char *o = (char *)p->o + (b * p->o_b + h * p->o_h) * (p->to == KG_ST_F32 ? 4 : 2);
+#pragma unroll
+    for (int n = 0; n < KG_ATT_MAXD / 8; n++) {
+        if (8 * n >= p->dv) break;
+        int dv = 8 * n + 2 * c4;
+        float va[2] = {of[n][0] * i0, of[n][1] * i0}, vb[2] = {of[n][2] * i1, of[n][3] * i1};
+        if (p->o_d == 1) {
+            if (qa < p->sq) kg_st_n(o, (kg_i64)qa * p->o_s + dv, p->to, 2, va);
+            if (qb < p->sq) kg_st_n(o, (kg_i64)qb * p->o_s + dv, p->to, 2, vb);
+        } else {
+            for (int e = 0; e < 2; e++) {
+                if (qa < p->sq) kg_st_n(o, (kg_i64)qa * p->o_s + (dv + e) * p->o_d, p->to, 1, va + e);
+                if (qb < p->sq) kg_st_n(o, (kg_i64)qb * p->o_s + (dv + e) * p->o_d, p->to, 1, vb + e);
+            }
+        }
+    }
+}
+
+/* ---- fp32 kernel ----------------------------------------------------------------------------- */
+
+static __device__ __forceinline__ void kg_att_simt_rtask(const kg_att *p, int t)
+{
+    const float NEG_INF = -__int_as_float(0x7f800000), LOG2E = 1.4426950408889634f;
+    const int br = KG_ATT_SR * p->warps, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int b, h, q0;
+    kg_att_task(p, t, br, &b, &h, &q0);
+    const kg_i64 qo = b * p->q_b + h * p->q_h, ko = b * p->k_b + h * p->k_h, vo = b * p->v_b + h * p->v_h;
+    const void *mask = p->mask ? (const void *)((const char *)p->mask +
+                                                (b * p->m_b + h * p->m_h) * (p->tm == KG_ST_F32 ? 4 : 2))
+                               : (const void *)0;
+    float *qs = (float *)kg_smem;          /* [br][d] */
+    float *ks = qs + br * p->d;            /* [32][d + 1]: a lane per row, no bank conflicts */
+    float *vs = ks + KG_ATT_SBC * (p->d + 1); /* [32][dv] */
+
+    __syncthreads(); /* every warp is done with the previous rTask's q tile */
+    for (int i = threadIdx.x; i < br * p->d; i += blockDim.x) {
+        int r = i / p->d, c = i - r * p->d;
+        float x = 0.0f;
+        if (q0 + r < p->sq) kg_ld_n(p->q, qo + (kg_i64)(q0 + r) * p->q_s + (kg_i64)c * p->q_d, p->tq, 1, &x);
+        qs[i] = x;
+    }
+    float o[KG_ATT_SR][KG_ATT_MAXU], m[KG_ATT_SR], l[KG_ATT_SR];
+#pragma unroll
+    for (int r = 0; r < KG_ATT_SR; r++) {
+        m[r] = NEG_INF;
+        l[r] = 0.0f;
+#pragma unroll
+        for (int u = 0; u < KG_ATT_MAXU; u++) o[r][u] = 0.0f;
+    }
+
+    for (int k0 = 0; k0 < p->sk; k0 += KG_ATT_SBC) {
+        __syncthreads(); /* the q tile is written; the previous k and v tiles are read */
+        for (int i = threadIdx.x; i < KG_ATT_SBC * p->d; i += blockDim.x) {
+            int r = i / p->d, c = i - r * p->d;
+            float x = 0.0f;
+            if (k0 + r < p->sk) kg_ld_n(p->k, ko + (kg_i64)(k0 + r) * p->k_s + (kg_i64)c * p->k_d, p->tk, 1, &x);
+            ks[r * (p->d + 1) + c] = x;
+        }
+        for (int i = threadIdx.x; i < KG_ATT_SBC * p->dv; i += blockDim.x) {
+            int r = i / p->dv, c = i - r * p->dv;
+            float x = 0.0f;
+            if (k0 + r < p->sk) kg_ld_n(p->v, vo + (kg_i64)(k0 + r) * p->v_s + (kg_i64)c * p->v_d, p->tv, 1, &x);
+            vs[i] = x;
+        }
+        __syncthreads();
+
+        /* lane = key: the scores of the warp's rows */
+        float sc[KG_ATT_SR];
+#pragma unroll
+        for (int r = 0; r < KG_ATT_SR; r++) sc[r] = 0.0f;
+        const float *kr = ks + lane * (p->d + 1), *qr = qs + KG_ATT_SR * warp * p->d;
+        for (int c = 0; c < p->d; c++) {
+            float kv = kr[c];
+#pragma unroll
+            for (int r = 0; r < KG_ATT_SR; r++) sc[r] = fmaf(qr[r * p->d + c], kv, sc[r]);
+        }
+#pragma unroll
+        for (int r = 0; r < KG_ATT_SR; r++) {
+            float x = kg_att_score(p, mask, sc[r], q0 + KG_ATT_SR * warp + r, k0 + lane) * LOG2E, u;
+            float corr = kg_att_rescale(&m[r], kg_warp_max(x), &u);
+            sc[r] = exp2f(x - u);
+            l[r] = l[r] * corr + sc[r];
+#pragma unroll
+            for (int uu = 0; uu < KG_ATT_MAXU; uu++) o[r][uu] *= corr;
+        }
+        /* lanes across dv: o += p v */
+        int n_keys = p->sk - k0 < KG_ATT_SBC ? p->sk - k0 : KG_ATT_SBC;
+        for (int j = 0; j < n_keys; j++) {
+            float pj[KG_ATT_SR];
+#pragma unroll
+            for (int r = 0; r < KG_ATT_SR; r++) pj[r] = __shfl_sync(0xffffffffu, sc[r], j);
+#pragma unroll
+            for (int uu = 0; uu < KG_ATT_MAXU; uu++) {
+                int c = lane + 32 * uu;
+                if (32 * uu >= p->dv) break;
+                float vv = c < p->dv ? vs[j * p->dv + c] : 0.0f;
+#pragma unroll
+                for (int r = 0; r < KG_ATT_SR; r++) o[r][uu] = fmaf(pj[r], vv, o[r][uu]);
+            }
+        }
+    }
+
+    const kg_i64 oo = b * p->o_b + h * p->o_h;
+#pragma unroll
+    for (int r = 0; r < KG_ATT_SR; r++) {
+        float inv = 1.0f / kg_warp_sum(l[r]);
+        int q = q0 + KG_ATT_SR * warp + r;
+#pragma unroll
+        for (int uu = 0; uu < KG_ATT_MAXU; uu++) {
+            int c = lane + 32 * uu;
+            if (32 * uu >= p->dv) break;
+            float x = o[r][uu] * inv;
+            if (q < p->sq && c < p->dv) kg_st_n(p->o, oo + (kg_i64)q * p->o_s + (kg_i64)c * p->o_d, p->to, 1, &x);
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,774 @@
+/*
+ * kg_gemm.cuh: the cuda target's GEMM templates (Bolt 3.2): one output
+ * tile of C = act(alpha op(A) op(B) + beta bias + residual) per rTask,
+ * with the epilogue applied to the fp32 accumulators before the only store.
+ *
+ * Three templates, called from the generated op_<id> (emit_gemm.c):
+ *
+ *   kg_gemm_wg    Hopper's warpgroup MMA (wgmma, sm_90a) on shared-memory
+ *                 descriptors, for A and B stored as __half or
+ *                 __nv_bfloat16 with 16-byte aligned rows; the sm_80 image
+ *                 of the same program runs kg_gemm_tc in its place.
+ *   kg_gemm_tc    the same operands on mma.sync.m16n8k16 with ldmatrix:
+ *                 every GPU from sm_80, and small tiles on sm_90 (small
+ *                 problems, attention products).
+ *   kg_gemm_simt  fp32 FMA, for float32 storage (--precision fp32) and for
+ *                 anything the tensor-core templates do not take (mixed
+ *                 storage, unaligned rows): 8x8 outputs per thread, shared
+ *                 memory double-buffered through registers.
+ * Both tensor-core templates copy k-tiles with 16-byte cp.async into a
+ * multistage ring of XOR-swizzled shared memory, and accumulate in fp32.
+ *
+ * Parameterisation without C++ templates: the tile sizes are int arguments
+ * of __forceinline__ functions, and op_<id> passes literals; run-time facts
+ * (extents, strides, dtypes, the epilogue) travel in a kg_gemm_args that
+ * op_<id> fills with constants. After inlining, every loop bound and array
+ * index is a constant, so the loops unroll and the accumulators stay in
+ * registers (register arrays are declared at their largest size, unused
+ * parts vanish; ptxas reports no stack frame).
+ *
+ * Operand layouts. The matrix is M x K for A and K x N for B; each operand
+ * is stored with either K contiguous (KG_GEMM_KMAJOR: A row-major as in
+ * MatMul, B transposed as in Gemm transB=1) or M / N contiguous
+ * (KG_GEMM_MNMAJOR: A transposed, Gemm transA=1; B row-major, MatMul
+ * weights). Shared memory keeps each tile in its global layout: rows of w
+ * elements along the contiguous dimension, 16-byte chunks XOR-swizzled by
+ * the row (kg_gemm_swz) so that the 8 rows one ldmatrix reads hit 8
+ * different bank groups; ldmatrix.trans serves the MN-major cases. The
+ * swizzle of 128- and 64-byte rows is the one wgmma's descriptors name, so
+ * kg_gemm_wg reads K-major tiles as they are; its MN-major tiles are laid
+ * out in 64-element-wide atoms instead (kg_gemm_tile_off).
+ *
+ * Edges. Rows and k beyond the matrix are zero-filled (cp.async with a
+ * source size of 0); stores are masked. The tensor-core templates need the
+ * contiguous extent of each operand (and its row stride) to be a multiple
+ * of 8 elements and 16-byte aligned bases, which emit_gemm.c checks.
+ *
+ * Split-K. There is no workspace in the arena, so K is never split across
+ * blocks (that needs fp32 partials and a semaphore). Instead a kg_gemm_tc
+ * block may slice K between its warps (ks > 1: each slice of warps takes a
+ * share of the k16 steps of every tile) and reduce the slices through
+ * shared memory before the epilogue: deterministic, and it gives small-M
+ * problems more warps per output tile.
+ */
+
+#define KG_DT_F32 0
+#define KG_DT_F16 1
+#define KG_DT_BF16 2
+
+#define KG_GEMM_KMAJOR 0  /* the operand's K runs contiguously */
+#define KG_GEMM_MNMAJOR 1 /* its M (A) or N (B) runs contiguously */
+
+/* Activations, in pass_act's order (pass/pass.h; checked in emit_gemm.c). */
+#define KG_ACT_NONE 0
+#define KG_ACT_RELU 1
+#define KG_ACT_CLIP 2         /* min(max(x, p0), p1), NaN kept */
+#define KG_ACT_LEAKY_RELU 3   /* x < 0 ? p0 x : x */
+#define KG_ACT_SIGMOID 4
+#define KG_ACT_TANH 5
+#define KG_ACT_GELU 6         /* x/2 (1 + erf(x / sqrt 2)) */
+#define KG_ACT_GELU_TANH 7    /* the tanh approximation */
+#define KG_ACT_SILU 8         /* x sigmoid(x) */
+#define KG_ACT_HARD_SWISH 9   /* x clip(x/6 + 1/2, 0, 1) */
+#define KG_ACT_HARD_SIGMOID 10 /* clip(p0 x + p1, 0, 1) */
+#define KG_ACT_SOFTPLUS 11    /* log(1 + exp(x)) */
+
+/* Register arrays are declared this large: warp tiles up to 64 x 64. */
+#define KG_GEMM_MI_MAX 4
+#define KG_GEMM_NI_MAX 8
+
+/* One GEMM tile's inputs. Pointers are already offset to the batch; the
+ * element (i, j) of the bias is bias[i * bias_rs + j * bias_cs] (strides 0
+ * broadcast), of the residual res[i * ldr + j], of C c[i * ldc + j]. */
+typedef struct kg_gemm_args {
+    const void *a, *b;
+    void *c;
+    const void *bias; /* NULL: none */
+    const void *res;  /* NULL: none */
+    int m, n, k;
+    kg_i64 lda, ldb, ldc, ldr;
+    kg_i64 bias_rs, bias_cs;
+    int la, lb;            /* KG_GEMM_KMAJOR / KG_GEMM_MNMAJOR */
+    int dt_a, dt_b;        /* KG_DT_*: storage of A and B */
+    int dt_c, dt_bias, dt_res;
+    float alpha, beta;     /* C = alpha AB + beta bias + res */
+    int act;               /* KG_ACT_* */
+    float act_p0, act_p1;  /* the activation's parameters */
+} kg_gemm_args;
+
+/* ---- loads, stores and the epilogue -------------------------------------------- */
+
+static __device__ __forceinline__ float kg_gemm_ldf(const void *p, kg_i64 i, const int dt)
+{
+    if (dt == KG_DT_F16) return __half2float(((const __half *)p)[i]);
+    if (dt == KG_DT_BF16) return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    return ((const float *)p)[i];
+}
+
+static __device__ __forceinline__ void kg_gemm_stf(void *p, kg_i64 i, float v, const int dt)
+{
+    if (dt == KG_DT_F16) ((__half *)p)[i] = __float2half_rn(v);
+    else if (dt == KG_DT_BF16) ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+    else ((float *)p)[i] = v;
+}
+
+/* Two adjacent elements i, i + 1 (i even, the row stride even: aligned). */
+static __device__ __forceinline__ void kg_gemm_st2(void *p, kg_i64 i, float v0, float v1, const int dt)
+{
+    if (dt == KG_DT_F16) *(__half2 *)((__half *)p + i) = __floats2half2_rn(v0, v1);
+    else if (dt == KG_DT_BF16) *(__nv_bfloat162 *)((__nv_bfloat16 *)p + i) = __floats2bfloat162_rn(v0, v1);
+    else *(float2 *)((float *)p + i) = make_float2(v0, v1);
+}
+
+static __device__ __forceinline__ float kg_gemm_clampf(float x, float lo, float hi)
+{
+    return x < lo ? lo : (x > hi ? hi : x); /* NaN stays NaN */
+}
+
+static __device__ __forceinline__ float kg_gemm_act(float x, const int act, float p0, float p1)
+{
+    switch (act) {
+    case KG_ACT_RELU: return x < 0.0f ? 0.0f : x;
+    case KG_ACT_CLIP: return kg_gemm_clampf(x, p0, p1);
+    case KG_ACT_LEAKY_RELU: return x < 0.0f ? p0 * x : x;
+    case KG_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case KG_ACT_TANH: return tanhf(x);
+    case KG_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case KG_ACT_GELU_TANH: {
+        float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
+        return 0.5f * x * (1.0f + tanhf(u));
+    }
+    case KG_ACT_SILU: return x / (1.0f + expf(-x));
+    case KG_ACT_HARD_SWISH: return x * kg_gemm_clampf(x * (1.0f / 6.0f) + 0.5f, 0.0f, 1.0f);
+    case KG_ACT_HARD_SIGMOID: return kg_gemm_clampf(p0 * x + p1, 0.0f, 1.0f);
+    case KG_ACT_SOFTPLUS: return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); /* no overflow; NaN through log1pf */
+    default: return x;
+    }
+}
+
+/* The epilogue of element (i, j) from its accumulator. */
+static __device__ __forceinline__ float kg_gemm_epi(const kg_gemm_args *g, int i, int j, float acc)
+{
+    float v = g->alpha * acc;
+    if (g->bias) v += g->beta * kg_gemm_ldf(g->bias, (kg_i64)i * g->bias_rs + (kg_i64)j * g->bias_cs, g->dt_bias);
+    if (g->res) v += kg_gemm_ldf(g->res, (kg_i64)i * g->ldr + j, g->dt_res);
+    return kg_gemm_act(v, g->act, g->act_p0, g->act_p1);
+}
+
+/* Stores elements (i, j) and (i, j + 1) of C from their accumulators,
+ * masking columns beyond n; one paired store when the row stride allows. */
+static __device__ __forceinline__ void kg_gemm_out2(const kg_gemm_args *g, int i, int j, float a0, float a1)
+{
+    kg_i64 o = (kg_i64)i * g->ldc + j;
+    if (j + 1 < g->n) {
+        float v0 = kg_gemm_epi(g, i, j, a0), v1 = kg_gemm_epi(g, i, j + 1, a1);
+        if ((g->ldc & 1) == 0) kg_gemm_st2(g->c, o, v0, v1, g->dt_c);
+        else {
+            kg_gemm_stf(g->c, o, v0, g->dt_c);
+            kg_gemm_stf(g->c, o + 1, v1, g->dt_c);
+        }
+    } else if (j < g->n) {
+        kg_gemm_stf(g->c, o, kg_gemm_epi(g, i, j, a0), g->dt_c);
+    }
+}
+
+/* rTask t's tile: tiles grouped by `group` rows of tiles, so that the blocks
+ * running together share panels of A and B in L2. */
+static __device__ __forceinline__ void kg_gemm_raster(int t, int tiles_m, int tiles_n, int group, int *tm, int *tn)
+{
+    int per_group = group * tiles_n;
+    int first = t / per_group * group;
+    int rows = tiles_m - first < group ? tiles_m - first : group;
+    int r = t % per_group;
+    *tm = first + r % rows;
+    *tn = r / rows;
+}
+
+/* ---- tensor-core primitives (sm_80+) -------------------------------------------- */
+
+static __device__ __forceinline__ unsigned kg_smem_addr(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared, bypassing L1; zero-filled when !valid. */
+static __device__ __forceinline__ void kg_cp_async16(unsigned dst, const void *src, bool valid)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+
+static __device__ __forceinline__ void kg_cp_async_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
+
+/* Waits until at most n of this thread's copy groups are in flight. */
+static __device__ __forceinline__ void kg_cp_async_wait(const int n)
+{
+    switch (n) {
+    case 0: asm volatile("cp.async.wait_group 0;\n" ::); break;
+    case 1: asm volatile("cp.async.wait_group 1;\n" ::); break;
+    case 2: asm volatile("cp.async.wait_group 2;\n" ::); break;
+    case 3: asm volatile("cp.async.wait_group 3;\n" ::); break;
+    case 4: asm volatile("cp.async.wait_group 4;\n" ::); break;
+    case 5: asm volatile("cp.async.wait_group 5;\n" ::); break;
+    default: asm volatile("cp.async.wait_group 6;\n" ::); break;
+    }
+}
+
+static __device__ __forceinline__ void kg_ldsm4(unsigned addr, unsigned *r, const int trans)
+{
+    if (trans)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(addr));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(addr));
+}
+
+/* d += a b for one m16n8k16 fragment (fp32 accumulators). */
+static __device__ __forceinline__ void kg_mma16816(float *d, const unsigned *a, const unsigned *b, const int dt)
+{
+    if (dt == KG_DT_BF16)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* The swizzle of row r of a tile with cpr 16-byte chunks per row: the XOR
+ * applied to its chunk index. Any 8 consecutive rows read at the same
+ * logical chunk then cover the 8 16-byte bank groups of a 128-byte line. */
+static __device__ __forceinline__ int kg_gemm_swz(int r, const int cpr)
+{
+    if (cpr >= 8) return r & 7;
+    if (cpr == 4) return (r >> 1) & 3;
+    if (cpr == 2) return (r >> 2) & 1;
+    return 0;
+}
+
+/* Byte offset of chunk ch of row r in a tile of w elements per row. */
+static __device__ __forceinline__ unsigned kg_gemm_soff(int r, int ch, const int w)
+{
+    return (unsigned)(r * w * 2 + ((ch ^ kg_gemm_swz(r, w / 8)) << 4));
+}
+
+/* Byte offset of row r, element e (a multiple of 8) of an operand tile of
+ * `rows` rows of w elements: row-major with swizzled 16-byte chunks
+ * (atoms 0), or in 64-element-wide atoms of `rows` rows (atoms 1, the
+ * MN-major layout kg_gemm_wg reads). */
+static __device__ __forceinline__ unsigned kg_gemm_tile_off(int r, int e, const int rows, const int w, const int atoms)
+{
+    if (atoms) return (unsigned)(((e >> 6) * rows + r) * 128 + ((((e >> 3) & 7) ^ (r & 7)) << 4));
+    return kg_gemm_soff(r, e >> 3, w);
+}
+
+/* Issues the copies of one operand's k-tile into the stage at dst. The tile
+ * is `rows` rows of w elements in the operand's global layout (rows along k
+ * and w along m/n when MN-major, the other way round when K-major); x points
+ * at its element (0, 0) and row r, element e is x[r * ld + e], present when
+ * r < rows_left and e < cols_left. Thread t copies chunk t % (w / 8) of
+ * rows t / (w / 8) + i n_threads / (w / 8): the row offsets, destinations
+ * and m/n bounds do not change from one k-tile to the next, so after
+ * inlining a k-tile costs an address add and a cp.async per chunk. */
+static __device__ __forceinline__ void kg_gemm_tc_load(unsigned dst, const void *x, kg_i64 ld, int rows_left,
+                                                       int cols_left, const int rows, const int w,
+                                                       const int n_threads, const int atoms)
+{
+    const int cpr = w / 8, n_chunks = rows * cpr;
+    const unsigned short *base = (const unsigned short *)x;
+    if (n_threads % cpr == 0 && n_chunks % n_threads == 0) {
+        const int step = n_threads / cpr, r0 = (int)threadIdx.x / cpr, e = (int)threadIdx.x % cpr * 8;
+        const bool col_ok = e < cols_left;
+#pragma unroll
+        for (int i = 0; i < n_chunks / n_threads; i++) {
+            int r = r0 + i * step;
+            bool ok = col_ok && r < rows_left;
+            kg_cp_async16(dst + kg_gemm_tile_off(r, e, rows, w, atoms), ok ? base + (kg_i64)r * ld + e : base, ok);
+        }
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < (n_chunks + n_threads - 1) / n_threads; i++) {
+        int c = (int)threadIdx.x + i * n_threads;
+        if (c < n_chunks) {
+            int r = c / cpr, e = c % cpr * 8;
+            bool ok = r < rows_left && e < cols_left;
+            kg_cp_async16(dst + kg_gemm_tile_off(r, e, rows, w, atoms), ok ? base + (kg_i64)r * ld + e : base, ok);
+        }
+    }
+}
+
+/* Copies k-tile kt of A (bm x bk) and B (bk x bn) into their stages: the
+ * operands as the layouts la / lb store them. atoms: MN-major tiles in
+ * kg_gemm_wg's atom layout. */
+static __device__ __forceinline__ void kg_gemm_load_ab(const kg_gemm_args *g, unsigned sa, unsigned sb, int m0, int n0,
+                                                       int kt, const int bm, const int bn, const int bk,
+                                                       const int n_threads, const int atoms)
+{
+    const unsigned short *a = (const unsigned short *)g->a, *b = (const unsigned short *)g->b;
+    int k0 = kt * bk;
+    if (g->la == KG_GEMM_KMAJOR)
+        kg_gemm_tc_load(sa, a + (kg_i64)m0 * g->lda + k0, g->lda, g->m - m0, g->k - k0, bm, bk, n_threads, 0);
+    else
+        kg_gemm_tc_load(sa, a + (kg_i64)k0 * g->lda + m0, g->lda, g->k - k0, g->m - m0, bk, bm, n_threads, atoms);
+    if (g->lb == KG_GEMM_KMAJOR)
+        kg_gemm_tc_load(sb, b + (kg_i64)n0 * g->ldb + k0, g->ldb, g->n - n0, g->k - k0, bn, bk, n_threads, 0);
+    else
+        kg_gemm_tc_load(sb, b + (kg_i64)k0 * g->ldb + n0, g->ldb, g->k - k0, g->n - n0, bk, bn, n_threads, atoms);
+}
+
+/*
+ * C tile (tm, tn) of g on tensor cores. bm x bn block tile, bk deep k-tiles,
+ * wm x wn warp tiles (16 <= wm <= 64 in steps of 16, 16 <= wn <= 64 in steps
+ * of 16), ks warp slices along k (bk / 16 divisible by ks), `stages` copy
+ * stages (2..7). Threads: (bm / wm) (bn / wn) ks warps. Shared memory:
+ * KG_GEMM_TC_SMEM(bm, bn, bk, ks, stages) bytes.
+ */
+static __device__ __forceinline__ void kg_gemm_tc(const kg_gemm_args *g, int tm, int tn, const int bm, const int bn,
+                                                  const int bk, const int wm, const int wn, const int ks,
+                                                  const int stages)
+{
+    const int warps_m = bm / wm, warps_n = bn / wn, slice_warps = warps_m * warps_n;
+    const int n_threads = slice_warps * ks * 32;
+    const int mi_n = wm / 16, ni_n = wn / 8, steps = bk / 16, slice_steps = steps / ks;
+    const int a_bytes = bm * bk * 2, b_bytes = bn * bk * 2;
+    const int a_kmaj = g->la == KG_GEMM_KMAJOR, b_kmaj = g->lb == KG_GEMM_KMAJOR;
+    const int dt = g->dt_a;
+
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int slice = warp / slice_warps, wi = warp % slice_warps;
+    const int wrow = (wi / warps_n) * wm, wcol = (wi % warps_n) * wn;
+    const int m0 = tm * bm, n0 = tn * bn;
+    const int k_tiles = (g->k + bk - 1) / bk;
+    const unsigned smem = kg_smem_addr(kg_smem);
+    const unsigned smem_b = smem + stages * a_bytes;
+
+    float acc[KG_GEMM_MI_MAX][KG_GEMM_NI_MAX][4];
+#pragma unroll
+    for (int i = 0; i < mi_n; i++)
+#pragma unroll
+        for (int j = 0; j < ni_n; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < stages - 1; s++) {
+        if (s < k_tiles) kg_gemm_load_ab(g, smem + s * a_bytes, smem_b + s * b_bytes, m0, n0, s, bm, bn, bk, n_threads, 0);
+        kg_cp_async_commit();
+    }
+
+    const int j8 = lane >> 3, i8 = lane & 7;
+    unsigned af[2][KG_GEMM_MI_MAX][4], bf[2][KG_GEMM_NI_MAX][2];
+    int stage = 0;
+#pragma unroll 1
+    for (int kt = 0; kt < k_tiles; kt++) {
+        kg_cp_async_wait(stages - 2);
+        __syncthreads();
+        {
+            int nk = kt + stages - 1, ns = stage == 0 ? stages - 1 : stage - 1;
+            if (nk < k_tiles)
+                kg_gemm_load_ab(g, smem + ns * a_bytes, smem_b + ns * b_bytes, m0, n0, nk, bm, bn, bk, n_threads, 0);
+            kg_cp_async_commit();
+        }
+        const unsigned sa = smem + stage * a_bytes, sb = smem_b + stage * b_bytes;
+        /* fragments of k16 step s into buffer s & 1, the next step's loads
+         * issued before this step's mma */
+#define KG_GEMM_TC_FRAGS(buf, step)                                                                             \
+    do {                                                                                                        \
+        int kk_ = slice * slice_steps + (step);                                                                 \
+        _Pragma("unroll") for (int i = 0; i < mi_n; i++) {                                                      \
+            unsigned ad_;                                                                                       \
+            if (a_kmaj) ad_ = sa + kg_gemm_soff(wrow + i * 16 + (lane & 15), kk_ * 2 + (lane >> 4), bk);        \
+            else ad_ = sa + kg_gemm_soff(kk_ * 16 + i8 + ((j8 >> 1) << 3), (wrow + i * 16) / 8 + (j8 & 1), bm); \
+            kg_ldsm4(ad_, af[buf][i], !a_kmaj);                                                                 \
+        }                                                                                                       \
+        _Pragma("unroll") for (int p = 0; p < ni_n / 2; p++) {                                                  \
+            unsigned bd_, r_[4];                                                                                \
+            if (b_kmaj) bd_ = sb + kg_gemm_soff(wcol + p * 16 + i8 + ((j8 >> 1) << 3), kk_ * 2 + (j8 & 1), bk); \
+            else bd_ = sb + kg_gemm_soff(kk_ * 16 + i8 + ((j8 & 1) << 3), (wcol + p * 16) / 8 + (j8 >> 1), bn); \
+            kg_ldsm4(bd_, r_, !b_kmaj);                                                                         \
+            bf[buf][2 * p][0] = r_[0];                                                                          \
+            bf[buf][2 * p][1] = r_[1];                                                                          \
+            bf[buf][2 * p + 1][0] = r_[2];                                                                      \
+            bf[buf][2 * p + 1][1] = r_[3];                                                                      \
+        }                                                                                                       \
+    } while (0)
+        KG_GEMM_TC_FRAGS(0, 0);
+#pragma unroll
+        for (int s = 0; s < slice_steps; s++) {
+            if (s + 1 < slice_steps) KG_GEMM_TC_FRAGS((s + 1) & 1, s + 1);
+#pragma unroll
+            for (int i = 0; i < mi_n; i++)
+#pragma unroll
+                for (int j = 0; j < ni_n; j++) kg_mma16816(acc[i][j], af[s & 1][i], bf[s & 1][j], dt);
+        }
+#undef KG_GEMM_TC_FRAGS
+        stage = stage == stages - 1 ? 0 : stage + 1;
+    }
+    kg_cp_async_wait(0);
+
+    if (ks > 1) {
+        /* slices 1.. hand their accumulators to slice 0 through shared
+         * memory, one float per lane per entry: conflict-free */
+        float *red = (float *)kg_smem;
+        const int per_warp = mi_n * ni_n * 4;
+        __syncthreads();
+        if (slice > 0) {
+            float *dst = red + ((slice - 1) * slice_warps + wi) * per_warp * 32 + lane;
+#pragma unroll
+            for (int i = 0; i < mi_n; i++)
+#pragma unroll
+                for (int j = 0; j < ni_n; j++)
+#pragma unroll
+                    for (int v = 0; v < 4; v++) dst[((i * ni_n + j) * 4 + v) * 32] = acc[i][j][v];
+        }
+        __syncthreads();
+        if (slice == 0) {
+#pragma unroll 1
+            for (int s = 1; s < ks; s++) {
+                const float *src = red + ((s - 1) * slice_warps + wi) * per_warp * 32 + lane;
+#pragma unroll
+                for (int i = 0; i < mi_n; i++)
+#pragma unroll
+                    for (int j = 0; j < ni_n; j++)
+#pragma unroll
+                        for (int v = 0; v < 4; v++) acc[i][j][v] += src[((i * ni_n + j) * 4 + v) * 32];
+            }
+        }
+    }
+
+    if (slice == 0) {
+        const int gr = lane >> 2, gc = (lane & 3) * 2;
+#pragma unroll
+        for (int i = 0; i < mi_n; i++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                int row = m0 + wrow + i * 16 + gr + h * 8;
+                if (row < g->m) {
+#pragma unroll
+                    for (int j = 0; j < ni_n; j++)
+                        kg_gemm_out2(g, row, n0 + wcol + j * 8 + gc, acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+                }
+            }
+    }
+    /* the next rTask of this block refills the stages */
+    __syncthreads();
+}
+
+/* Dynamic shared memory kg_gemm_tc needs (host and device agree). */
+#define KG_GEMM_TC_SMEM(bm, bn, bk, ks, stages)                                                              \
+    ((stages) * ((bm) + (bn)) * (bk) * 2 > ((ks) - 1) * (bm) * (bn) * 4 ? (stages) * ((bm) + (bn)) * (bk) * 2 \
+                                                                        : ((ks) - 1) * (bm) * (bn) * 4)
+
+/* ---- Hopper warpgroup MMA (sm_90a) -------------------------------------------------- */
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+/* The accumulator operands of one wgmma: "+f"(d[0]) ... */
+#define KG_WG_O4(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
+#define KG_WG_O16(d, i) KG_WG_O4(d, i), KG_WG_O4(d, i + 4), KG_WG_O4(d, i + 8), KG_WG_O4(d, i + 12)
+#define KG_WG_O32(d) KG_WG_O16(d, 0), KG_WG_O16(d, 16)
+#define KG_WG_O64(d) KG_WG_O16(d, 0), KG_WG_O16(d, 16), KG_WG_O16(d, 32), KG_WG_O16(d, 48)
+#define KG_WG_O96(d) KG_WG_O64(d), KG_WG_O16(d, 64), KG_WG_O16(d, 80)
+#define KG_WG_O128(d) KG_WG_O64(d), KG_WG_O16(d, 64), KG_WG_O16(d, 80), KG_WG_O16(d, 96), KG_WG_O16(d, 112)
+#define KG_WG_R32 \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define KG_WG_R64 \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define KG_WG_R96 \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+#define KG_WG_R128 \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+
+/* D += A B for one m64nNk16 step: A and B in shared memory (descriptors),
+ * ta / tb 1 when the operand is MN-major. */
+#define KG_WG_MMA(N, R, O, AB, P, TY, TA, TB)                                                                   \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " P ", 0;\nwgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY \
+                 "." TY " {" R "}, " AB ", p, 1, 1, " #TA ", " #TB ";\n}\n"                                       \
+                 : O(d)                                                                                       \
+                 : "l"(da), "l"(db), "r"(1))
+#define KG_WG_MMA_N(N, R, O, AB, P)                                                    \
+    do {                                                                               \
+        if (dt == KG_DT_BF16) {                                                        \
+            if (ta) {                                                                  \
+                if (tb) KG_WG_MMA(N, R, O, AB, P, "bf16", 1, 1);                       \
+                else KG_WG_MMA(N, R, O, AB, P, "bf16", 1, 0);                          \
+            } else {                                                                   \
+                if (tb) KG_WG_MMA(N, R, O, AB, P, "bf16", 0, 1);                       \
+                else KG_WG_MMA(N, R, O, AB, P, "bf16", 0, 0);                          \
+            }                                                                          \
+        } else {                                                                       \
+            if (ta) {                                                                  \
+                if (tb) KG_WG_MMA(N, R, O, AB, P, "f16", 1, 1);                        \
+                else KG_WG_MMA(N, R, O, AB, P, "f16", 1, 0);                           \
+            } else {                                                                   \
+                if (tb) KG_WG_MMA(N, R, O, AB, P, "f16", 0, 1);                        \
+                else KG_WG_MMA(N, R, O, AB, P, "f16", 0, 0);                           \
+            }                                                                          \
+        }                                                                              \
+    } while (0)
+
+static __device__ __forceinline__ void kg_wgmma(float *d, kg_u64 da, kg_u64 db, const int n, const int dt,
+                                                const int ta, const int tb)
+{
+    if (n == 256) KG_WG_MMA_N(256, KG_WG_R128, KG_WG_O128, "%128, %129", "%130");
+    else if (n == 192) KG_WG_MMA_N(192, KG_WG_R96, KG_WG_O96, "%96, %97", "%98");
+    else if (n == 128) KG_WG_MMA_N(128, KG_WG_R64, KG_WG_O64, "%64, %65", "%66");
+    else KG_WG_MMA_N(64, KG_WG_R32, KG_WG_O32, "%32, %33", "%34");
+}
+
+static __device__ __forceinline__ void kg_wg_arrive(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+static __device__ __forceinline__ void kg_wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+static __device__ __forceinline__ void kg_wg_wait(const int n)
+{
+    if (n == 0) asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    else asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+}
+
+/* Keeps the compiler from moving reads or writes of the accumulators across
+ * the asynchronous MMAs that own them meanwhile. */
+static __device__ __forceinline__ void kg_wg_fence_acc(float *d, const int n)
+{
+#pragma unroll
+    for (int i = 0; i < n; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* cp.async wrote the tiles through the generic proxy; wgmma reads them
+ * through the async proxy. */
+static __device__ __forceinline__ void kg_fence_proxy_async(void)
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+/* A shared-memory matrix descriptor: start address, leading and stride
+ * byte offsets, swizzle (1: 128-byte, 2: 64-byte). */
+static __device__ __forceinline__ kg_u64 kg_wg_desc(unsigned addr, unsigned lbo, unsigned sbo, int swizzle)
+{
+    return (kg_u64)((addr & 0x3ffffu) >> 4) | ((kg_u64)((lbo >> 4) & 0x3fffu) << 16) |
+           ((kg_u64)((sbo >> 4) & 0x3fffu) << 32) | ((kg_u64)swizzle << 62);
+}
+
+/* Descriptor of k16 step j of an operand tile at `tile` holding `rows`
+ * rows (m or n) from `row0` on: K-major tiles are rows of bk elements
+ * (128- or 64-byte swizzled rows, 8-row groups apart by 8 rows); MN-major
+ * tiles are 64-wide atoms of bk k-rows (128-byte swizzle), atoms bk * 128
+ * bytes apart along m/n, 8-row groups 1024 bytes apart along k. */
+static __device__ __forceinline__ kg_u64 kg_wg_operand(unsigned tile, int kmajor, int row0, int j, const int bk)
+{
+    if (kmajor) return kg_wg_desc(tile + row0 * bk * 2 + j * 32, 16, 8 * bk * 2, bk == 64 ? 1 : 2);
+    return kg_wg_desc(tile + (row0 / 64) * bk * 128 + j * 2048, bk * 128, 1024, 1);
+}
+
+#endif /* __CUDA_ARCH_FEAT_SM90_ALL */
+
+/*
+ * C tile (tm, tn) of g with Hopper's warpgroup MMA (wgmma, sm_90a): bm / 64
+ * warpgroups stacked along m, each computing 64 x bn (bn 64, 128, 192 or
+ * 256) with one wgmma per k16 step; bk 64 (128-byte swizzle) or 32 (64-byte;
+ * K-major operands only need it), `stages` (3..7) k-tiles in shared memory.
+ * Every thread both copies (cp.async) and multiplies. Per k-tile: wait for
+ * its copies, barrier, issue its MMAs, then issue the copies of k-tile
+ * kt + stages - 2 into the stage of kt - 2 (whose MMAs every warpgroup
+ * waited for before the barrier), then wait until only this k-tile's MMAs
+ * are in flight: the tensor cores always have the next k-tile queued while
+ * the threads copy. Threads: bm / 64 * 128; shared memory KG_GEMM_WG_SMEM.
+ *
+ * The sm_80 image of the same program has no wgmma: there it runs
+ * kg_gemm_tc with the same threads in less shared memory.
+ */
+static __device__ __forceinline__ void kg_gemm_wg(const kg_gemm_args *g, int tm, int tn, const int bm, const int bn,
+                                                  const int bk, const int stages)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    const int n_threads = bm / 64 * 128;
+    const int a_bytes = bm * bk * 2, b_bytes = bn * bk * 2;
+    const int a_kmaj = g->la == KG_GEMM_KMAJOR, b_kmaj = g->lb == KG_GEMM_KMAJOR;
+    const int wg = threadIdx.x >> 7, wq = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    const int m0 = tm * bm, n0 = tn * bn;
+    const int k_tiles = (g->k + bk - 1) / bk;
+    /* swizzle atoms are aligned to 1024 bytes (the launch asks 1 KB more) */
+    const unsigned smem = (kg_smem_addr(kg_smem) + 1023u) & ~1023u;
+    const unsigned smem_b = smem + stages * a_bytes;
+    float d[128];
+#pragma unroll
+    for (int i = 0; i < bn / 2; i++) d[i] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < stages - 2; s++) {
+        if (s < k_tiles) kg_gemm_load_ab(g, smem + s * a_bytes, smem_b + s * b_bytes, m0, n0, s, bm, bn, bk, n_threads, 1);
+        kg_cp_async_commit();
+    }
+    int cs = 0, ls = stages - 2; /* the stages computed and refilled next */
+    kg_wg_fence_acc(d, bn / 2);
+#pragma unroll 1
+    for (int kt = 0; kt < k_tiles; kt++) {
+        kg_cp_async_wait(stages - 3);
+        kg_fence_proxy_async();
+        __syncthreads();
+        /* the MMAs first, so the tensor cores get them at once; then, while
+         * they run, the copies into the stage of kt - 2, whose MMAs every
+         * warpgroup has waited for before the barrier */
+        const unsigned sa = smem + cs * a_bytes, sb = smem_b + cs * b_bytes;
+        kg_wg_arrive();
+#pragma unroll
+        for (int j = 0; j < bk / 16; j++)
+            kg_wgmma(d, kg_wg_operand(sa, a_kmaj, wg * 64, j, bk), kg_wg_operand(sb, b_kmaj, 0, j, bk), bn, g->dt_a,
+                     !a_kmaj, !b_kmaj);
+        kg_wg_commit();
+        if (kt + stages - 2 < k_tiles)
+            kg_gemm_load_ab(g, smem + ls * a_bytes, smem_b + ls * b_bytes, m0, n0, kt + stages - 2, bm, bn, bk,
+                            n_threads, 1);
+        kg_cp_async_commit();
+        kg_wg_wait(1);
+        kg_wg_fence_acc(d, bn / 2);
+        cs = cs == stages - 1 ? 0 : cs + 1;
+        ls = ls == stages - 1 ? 0 : ls + 1;
+    }
+    kg_wg_wait(0);
+    kg_wg_fence_acc(d, bn / 2);
+    kg_cp_async_wait(0);
+
+    /* accumulator d[4 i + v] of warp wq, lane: row 16 wq + lane / 4 (+ 8 for
+     * v >= 2), column 8 i + 2 (lane % 4) (+ 1 for odd v), as for mma.sync */
+    const int row = m0 + wg * 64 + wq * 16 + (lane >> 2), col = n0 + (lane & 3) * 2;
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        if (row + 8 * h < g->m) {
+#pragma unroll
+            for (int i = 0; i < bn / 8; i++) kg_gemm_out2(g, row + 8 * h, col + 8 * i, d[4 * i + 2 * h], d[4 * i + 2 * h + 1]);
+        }
+    __syncthreads();
+#else
+    /* the bm / 16 warps as kg_gemm_tc warp tiles of at most 64 x 64: 4
+     * along n (2 for narrow tiles of one warpgroup), the rest along m */
+    const int warps = bm / 16, wn_warps = warps >= 8 || bn > 128 ? 4 : 2;
+    kg_gemm_tc(g, tm, tn, bm, bn, 32, bm / (warps / wn_warps), bn / wn_warps, 1, 3);
+#endif
+}
+
+/* Dynamic shared memory kg_gemm_wg asks (with 1 KB to align the stages). */
+#define KG_GEMM_WG_SMEM(bm, bn, bk, stages) ((stages) * ((bm) + (bn)) * (bk) * 2 + 1024)
+
+/* ---- fp32 FMA template ------------------------------------------------------------ */
+
+/*
+ * C tile (tm, tn) of g with fp32 FMAs. bm x bn block tile (multiples of 16,
+ * (bm / 8) (bn / 8) threads, at least 32), k-tiles of 8. Each thread owns
+ * 8 x 8 outputs: rows 4 ty .. 4 ty + 3 and bm/2 + 4 ty .., columns alike,
+ * read from shared memory as float4. A and B may have any layout, stride
+ * and storage dtype; elements are converted to float as they are loaded.
+ * Shared memory: KG_GEMM_SIMT_SMEM(bm, bn) bytes.
+ */
+static __device__ __forceinline__ void kg_gemm_simt(const kg_gemm_args *g, int tm, int tn, const int bm, const int bn)
+{
+    const int bk = 8, n_threads = (bm / 8) * (bn / 8);
+    const int lda_s = bm + 4, ldb_s = bn + 4; /* padded: the transposing stores avoid bank conflicts */
+    const int a_per = bm * bk / n_threads, b_per = bn * bk / n_threads;
+    float *as = (float *)kg_smem, *bs = as + 2 * bk * lda_s;
+    const int tid = threadIdx.x, tx = tid % (bn / 8), ty = tid / (bn / 8);
+    const int m0 = tm * bm, n0 = tn * bn;
+    const int k_tiles = (g->k + bk - 1) / bk;
+    float acc[8][8];
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[i][j] = 0.0f;
+
+    /* element e of a k-tile: consecutive threads read along the operand's
+     * contiguous dimension */
+    float ra[16], rb[16];
+#define KG_GEMM_SIMT_FETCH(kt)                                                                       \
+    do {                                                                                             \
+        int k0_ = (kt) * bk;                                                                         \
+        _Pragma("unroll") for (int i = 0; i < a_per; i++) {                                          \
+            int e = tid + i * n_threads;                                                             \
+            int mm = g->la == KG_GEMM_KMAJOR ? e / bk : e % bm, kk = g->la == KG_GEMM_KMAJOR ? e % bk : e / bm; \
+            int gm = m0 + mm, gk = k0_ + kk;                                                         \
+            kg_i64 o = g->la == KG_GEMM_KMAJOR ? (kg_i64)gm * g->lda + gk : (kg_i64)gk * g->lda + gm; \
+            ra[i] = gm < g->m && gk < g->k ? kg_gemm_ldf(g->a, o, g->dt_a) : 0.0f;                   \
+        }                                                                                            \
+        _Pragma("unroll") for (int i = 0; i < b_per; i++) {                                          \
+            int e = tid + i * n_threads;                                                             \
+            int nn = g->lb == KG_GEMM_KMAJOR ? e / bk : e % bn, kk = g->lb == KG_GEMM_KMAJOR ? e % bk : e / bn; \
+            int gn = n0 + nn, gk = k0_ + kk;                                                         \
+            kg_i64 o = g->lb == KG_GEMM_KMAJOR ? (kg_i64)gn * g->ldb + gk : (kg_i64)gk * g->ldb + gn; \
+            rb[i] = gn < g->n && gk < g->k ? kg_gemm_ldf(g->b, o, g->dt_b) : 0.0f;                   \
+        }                                                                                            \
+    } while (0)
+#define KG_GEMM_SIMT_STORE(buf)                                                                      \
+    do {                                                                                             \
+        _Pragma("unroll") for (int i = 0; i < a_per; i++) {                                          \
+            int e = tid + i * n_threads;                                                             \
+            int mm = g->la == KG_GEMM_KMAJOR ? e / bk : e % bm, kk = g->la == KG_GEMM_KMAJOR ? e % bk : e / bm; \
+            as[((buf) * bk + kk) * lda_s + mm] = ra[i];                                              \
+        }                                                                                            \
+        _Pragma("unroll") for (int i = 0; i < b_per; i++) {                                          \
+            int e = tid + i * n_threads;                                                             \
+            int nn = g->lb == KG_GEMM_KMAJOR ? e / bk : e % bn, kk = g->lb == KG_GEMM_KMAJOR ? e % bk : e / bn; \
+            bs[((buf) * bk + kk) * ldb_s + nn] = rb[i];                                              \
+        }                                                                                            \
+    } while (0)
+
+    if (k_tiles > 0) {
+        KG_GEMM_SIMT_FETCH(0);
+        KG_GEMM_SIMT_STORE(0);
+    }
+    __syncthreads();
+#pragma unroll 1
+    for (int kt = 0; kt < k_tiles; kt++) {
+        int buf = kt & 1;
+        if (kt + 1 < k_tiles) KG_GEMM_SIMT_FETCH(kt + 1);
+        const float *a_s = as + buf * bk * lda_s, *b_s = bs + buf * bk * ldb_s;
+#pragma unroll
+        for (int k = 0; k < bk; k++) {
+            float4 a0 = *(const float4 *)(a_s + k * lda_s + ty * 4);
+            float4 a1 = *(const float4 *)(a_s + k * lda_s + bm / 2 + ty * 4);
+            float4 b0 = *(const float4 *)(b_s + k * ldb_s + tx * 4);
+            float4 b1 = *(const float4 *)(b_s + k * ldb_s + bn / 2 + tx * 4);
+            float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+            float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+#pragma unroll
+                for (int j = 0; j < 8; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+        }
+        if (kt + 1 < k_tiles) KG_GEMM_SIMT_STORE(buf ^ 1);
+        __syncthreads();
+    }
+#undef KG_GEMM_SIMT_FETCH
+#undef KG_GEMM_SIMT_STORE
+
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        int row = m0 + (i < 4 ? ty * 4 + i : bm / 2 + ty * 4 + i - 4);
+        if (row >= g->m) continue;
+#pragma unroll
+        for (int j = 0; j < 8; j += 2) {
+            int col = n0 + (j < 4 ? tx * 4 + j : bn / 2 + tx * 4 + j - 4);
+            kg_gemm_out2(g, row, col, acc[i][j], acc[i][j + 1]);
+        }
+    }
+    /* the next rTask of this block overwrites the shared tiles */
+    __syncthreads();
+}
+
+#define KG_GEMM_SIMT_SMEM(bm, bn) (2 * 8 * ((bm) + 4 + (bn) + 4) * 4)
