@@ -163,12 +163,16 @@ static char *source_of(const shape *s, const gemm_problem *g, const gemm_cfg *ca
 {
     base_str src;
     base_str_init(&src);
-    for (int i = 0; i < cg_kernel_sources_count; i++)
-        if (!strcmp(cg_kernel_sources[i].name, "kg.h"))
-            base_str_printf(&src, "/* ---- kg.h ---- */\n%s\n", cg_kernel_sources[i].text);
-    for (int i = 0; i < cg_kernel_sources_count; i++)
-        if (!strcmp(cg_kernel_sources[i].name, "kg_gemm.cuh"))
-            base_str_printf(&src, "/* ---- kg_gemm.cuh ---- */\n%s\n", cg_kernel_sources[i].text);
+    /* the prelude exactly as the compiler writes it */
+    base_diag d;
+    base_diag_init(&d);
+    cg_emitter pe = {.d = &d};
+    if (cg_need(&pe, "kg_math.h") != KILN_OK || cg_need(&pe, "kg_gemm.cuh") != KILN_OK ||
+        cg_prelude(&pe, &src) != KILN_OK) {
+        fprintf(stderr, "gpu_gemm: %s\n", base_diag_text(&d));
+        exit(1);
+    }
+    base_diag_free(&d);
     layout l = layout_of(s);
     const char *ty = cg_type(s->dt);
     char pa[96], pb[96], pc[96], pbias[96];

@@ -83,6 +83,9 @@ const char *cg_ld_fn(kiln_dtype store);
 const char *cg_st_fn(kiln_dtype store);
 /* "/ * conv1+relu1 * /" line naming the group's ONNX nodes, safe in a comment. */
 void cg_comment(base_str *s, const sched_group *grp);
+/* The kg_math.h constant of a fused activation ("KG_ACT_GELU"); emitters that
+ * use kg_actf ask for kg_math.h with cg_need. */
+const char *cg_act_name(pass_act a);
 /* A float literal that round-trips ("0x1.8p+1f", "__int_as_float(0x7f800000)"). */
 const char *cg_float_lit(double v, char *buf, size_t n);
 /* Appends a statement recording fault `code` (KG_FAULT_*) for this launch. */

@@ -141,6 +141,29 @@ void cg_fault_stmt(const cg_emitter *e, base_str *s, const char *code)
     base_str_printf(s, "kg_fault(c, %s, %du);\n", code, e->launch);
 }
 
+/* kg_math.h's KG_ACT_* number the activations as pass_act does. */
+static const char *const act_names[PASS_ACT_COUNT] = {
+    [PASS_ACT_NONE] = "KG_ACT_NONE",
+    [PASS_ACT_RELU] = "KG_ACT_RELU",
+    [PASS_ACT_CLIP] = "KG_ACT_CLIP",
+    [PASS_ACT_LEAKY_RELU] = "KG_ACT_LEAKY_RELU",
+    [PASS_ACT_SIGMOID] = "KG_ACT_SIGMOID",
+    [PASS_ACT_TANH] = "KG_ACT_TANH",
+    [PASS_ACT_GELU] = "KG_ACT_GELU",
+    [PASS_ACT_GELU_TANH] = "KG_ACT_GELU_TANH",
+    [PASS_ACT_SILU] = "KG_ACT_SILU",
+    [PASS_ACT_HARD_SWISH] = "KG_ACT_HARD_SWISH",
+    [PASS_ACT_HARD_SIGMOID] = "KG_ACT_HARD_SIGMOID",
+    [PASS_ACT_SOFTPLUS] = "KG_ACT_SOFTPLUS",
+};
+_Static_assert(PASS_ACT_SOFTPLUS == 11 && PASS_ACT_COUNT == 12, "kg_math.h numbers the activations 0..11");
+
+const char *cg_act_name(pass_act a)
+{
+    KILN_ASSERT(a >= 0 && a < PASS_ACT_COUNT);
+    return act_names[a];
+}
+
 static int source_index(const char *file)
 {
     for (int i = 0; i < cg_kernel_sources_count; i++)

@@ -35,22 +35,6 @@
 #include <stdio.h>
 #include <string.h>
 
-_Static_assert(PASS_ACT_COUNT == 12, "kg_conv.cuh numbers the activations as pass_act");
-
-static const char *const act_names[PASS_ACT_COUNT] = {
-    [PASS_ACT_NONE] = "KG_CONV_ACT_NONE",
-    [PASS_ACT_RELU] = "KG_CONV_ACT_RELU",
-    [PASS_ACT_CLIP] = "KG_CONV_ACT_CLIP",
-    [PASS_ACT_LEAKY_RELU] = "KG_CONV_ACT_LEAKY_RELU",
-    [PASS_ACT_SIGMOID] = "KG_CONV_ACT_SIGMOID",
-    [PASS_ACT_TANH] = "KG_CONV_ACT_TANH",
-    [PASS_ACT_GELU] = "KG_CONV_ACT_GELU",
-    [PASS_ACT_GELU_TANH] = "KG_CONV_ACT_GELU_TANH",
-    [PASS_ACT_SILU] = "KG_CONV_ACT_SILU",
-    [PASS_ACT_HARD_SWISH] = "KG_CONV_ACT_HARD_SWISH",
-    [PASS_ACT_HARD_SIGMOID] = "KG_CONV_ACT_HARD_SIGMOID",
-    [PASS_ACT_SOFTPLUS] = "KG_CONV_ACT_SOFTPLUS",
-};
 
 /* ---- geometry ------------------------------------------------------------------------ */
 
@@ -498,7 +482,7 @@ static kiln_status emit_conv_params(cg_emitter *e, const sched_group *grp, const
                     (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w, (long long)g->k,
                     (long long)g->oh, (long long)g->ow, (long long)g->kh, (long long)g->kw, (long long)g->sh,
                     (long long)g->sw, (long long)g->ph, (long long)g->pw, (long long)g->dh, (long long)g->dw,
-                    (long long)g->groups, xt, wt, yt, bt, rt, act_names[ep.act], cg_float_lit(ep.alpha, fa, sizeof(fa)),
+                    (long long)g->groups, xt, wt, yt, bt, rt, cg_act_name(ep.act), cg_float_lit(ep.alpha, fa, sizeof(fa)),
                     cg_float_lit(ep.beta, fb, sizeof(fb)), cg_ptr(e, n->in[0], px, sizeof(px)),
                     cg_ptr(e, n->in[1], pw, sizeof(pw)), ep.bias ? cg_ptr(e, ep.bias, pb, sizeof(pb)) : "0",
                     ep.residual ? cg_ptr(e, ep.residual, pr, sizeof(pr)) : "0", cg_ptr(e, y, py, sizeof(py)));
@@ -625,6 +609,7 @@ kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op)
         return base_diag_add(e->d, KILN_ERR_INTERNAL, "%s: not a convolution the cuda target compiles",
                              ir_node_label(n, lb, sizeof(lb)));
     }
+    KILN_TRY(cg_need(e, "kg_math.h"));
     KILN_TRY(cg_need(e, "kg_conv.cuh"));
     conv_geom g;
     conv_geometry(n, &g);
@@ -651,6 +636,7 @@ kiln_status cg_emit_pool(cg_emitter *e, const sched_group *grp, cg_op *op)
         return base_diag_add(e->d, KILN_ERR_INTERNAL, "%s: not a pool the cuda target compiles",
                              ir_node_label(n, lb, sizeof(lb)));
     }
+    KILN_TRY(cg_need(e, "kg_math.h"));
     KILN_TRY(cg_need(e, "kg_conv.cuh"));
     conv_geom g;
     pool_geometry(n, &g);

@@ -23,22 +23,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* kg_gemm.cuh's KG_ACT_* follow pass_act's order. */
-static const char *const act_names[PASS_ACT_COUNT] = {
-    [PASS_ACT_NONE] = "KG_ACT_NONE",
-    [PASS_ACT_RELU] = "KG_ACT_RELU",
-    [PASS_ACT_CLIP] = "KG_ACT_CLIP",
-    [PASS_ACT_LEAKY_RELU] = "KG_ACT_LEAKY_RELU",
-    [PASS_ACT_SIGMOID] = "KG_ACT_SIGMOID",
-    [PASS_ACT_TANH] = "KG_ACT_TANH",
-    [PASS_ACT_GELU] = "KG_ACT_GELU",
-    [PASS_ACT_GELU_TANH] = "KG_ACT_GELU_TANH",
-    [PASS_ACT_SILU] = "KG_ACT_SILU",
-    [PASS_ACT_HARD_SWISH] = "KG_ACT_HARD_SWISH",
-    [PASS_ACT_HARD_SIGMOID] = "KG_ACT_HARD_SIGMOID",
-    [PASS_ACT_SOFTPLUS] = "KG_ACT_SOFTPLUS",
-};
-_Static_assert(PASS_ACT_SOFTPLUS == 11 && PASS_ACT_COUNT == 12, "kg_gemm.cuh numbers the activations 0..11");
 
 static bool is_fp(kiln_dtype t) { return t == KILN_F32 || t == KILN_F16 || t == KILN_BF16; }
 
@@ -416,7 +400,7 @@ static void emit_call(base_str *s, const gemm_problem *g, const gemm_cfg *c, con
                     (long long)g->n, (long long)g->n, (long long)g->bias_rs, (long long)g->bias_cs,
                     g->la ? "KG_GEMM_MNMAJOR" : "KG_GEMM_KMAJOR", g->lb ? "KG_GEMM_MNMAJOR" : "KG_GEMM_KMAJOR",
                     dt_code(g->sa), dt_code(g->sb), dt_code(g->sy), dt_code(g->sbias), dt_code(g->sres),
-                    cg_float_lit(g->alpha, f1, sizeof(f1)), cg_float_lit(g->beta, f2, sizeof(f2)), act_names[g->ep.act],
+                    cg_float_lit(g->alpha, f1, sizeof(f1)), cg_float_lit(g->beta, f2, sizeof(f2)), cg_act_name(g->ep.act),
                     cg_float_lit(g->ep.alpha, f3, sizeof(f3)), cg_float_lit(g->ep.beta, f4, sizeof(f4)));
     base_str_printf(s, "    int tm, tn;\n    kg_gemm_raster(t, %lld, %lld, 8, &tm, &tn);\n", (long long)cdiv(g->m, c->bm),
                     (long long)cdiv(g->n, c->bn));
@@ -444,7 +428,7 @@ static void emit_summary(base_str *s, const gemm_problem *g, const gemm_cfg *c)
     if (g->alpha != 1.0f) base_str_cat(s, "; scaled");
     if (g->ep.bias) base_str_cat(s, "; bias");
     if (g->ep.residual) base_str_cat(s, "; residual");
-    if (g->ep.act != PASS_ACT_NONE) base_str_printf(s, "; %s", act_names[g->ep.act] + strlen("KG_ACT_"));
+    if (g->ep.act != PASS_ACT_NONE) base_str_printf(s, "; %s", cg_act_name(g->ep.act) + strlen("KG_ACT_"));
     if (c->kind == GEMM_SIMT) base_str_printf(s, ".\n * kg_gemm_simt: %dx%d tiles, 8x8 per thread. */\n", c->bm, c->bn);
     else if (c->kind == GEMM_WG)
         base_str_printf(s, ".\n * kg_gemm_wg: %dx%dx%d tiles, %d warpgroups, %d stages. */\n", c->bm, c->bn, c->bk,
@@ -482,6 +466,7 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     op->n_rtasks = g->n_batch * tiles;
     op->block = cfg_threads(c);
     op->smem_bytes = cfg_smem(c);
+    KILN_TRY(cg_need(e, "kg_math.h"));
     KILN_TRY(cg_need(e, "kg_gemm.cuh"));
     return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;
 }

@@ -47,19 +47,7 @@
 #define KG_CONV_F16 1
 #define KG_CONV_BF16 2
 
-/* Epilogue activations, numbered as pass_act (pass/pass.h). */
-#define KG_CONV_ACT_NONE 0
-#define KG_CONV_ACT_RELU 1
-#define KG_CONV_ACT_CLIP 2         /* min(max(x, alpha), beta) */
-#define KG_CONV_ACT_LEAKY_RELU 3   /* x < 0 ? alpha x : x */
-#define KG_CONV_ACT_SIGMOID 4
-#define KG_CONV_ACT_TANH 5
-#define KG_CONV_ACT_GELU 6         /* x Phi(x) */
-#define KG_CONV_ACT_GELU_TANH 7
-#define KG_CONV_ACT_SILU 8
-#define KG_CONV_ACT_HARD_SWISH 9
-#define KG_CONV_ACT_HARD_SIGMOID 10 /* clip(alpha x + beta, 0, 1) */
-#define KG_CONV_ACT_SOFTPLUS 11
+/* Epilogue activations: KG_ACT_* and kg_actf in kg_math.h, included before this file. */
 
 /* Register arrays at their largest (see the parameterisation above). */
 #define KG_CONV_MAX_MT 4    /* m16 tiles per warp: WM <= 64 */
@@ -118,28 +106,6 @@ static __device__ __forceinline__ unsigned short kg_conv_ld16(const void *p, int
     float v = kg_conv_ldgf(p, i, dt);
     if (mt == KG_CONV_F16) return __half_as_ushort(__float2half_rn(v));
     return __bfloat16_as_ushort(__float2bfloat16_rn(v));
-}
-
-static __device__ __forceinline__ float kg_conv_act(float v, int act, float alpha, float beta)
-{
-    switch (act) {
-    case KG_CONV_ACT_RELU: return v < 0.0f ? 0.0f : v; /* NaN stays NaN */
-    case KG_CONV_ACT_CLIP: v = v < alpha ? alpha : v; return v > beta ? beta : v;
-    case KG_CONV_ACT_LEAKY_RELU: return v < 0.0f ? alpha * v : v;
-    case KG_CONV_ACT_SIGMOID: return 1.0f / (1.0f + expf(-v));
-    case KG_CONV_ACT_TANH: return tanhf(v);
-    case KG_CONV_ACT_GELU: return 0.5f * v * erfcf(-0.70710678118654752f * v); /* no cancellation below 0 */
-    case KG_CONV_ACT_GELU_TANH: {
-        /* 0.5 x (1 + tanh z) = x sigmoid(2z) */
-        float z = 0.7978845608028654f * fmaf(0.044715f * v, v * v, v);
-        return v / (1.0f + expf(-2.0f * z));
-    }
-    case KG_CONV_ACT_SILU: return v / (1.0f + expf(-v));
-    case KG_CONV_ACT_HARD_SWISH: return v * fminf(fmaxf(fmaf(v, 1.0f / 6.0f, 0.5f), 0.0f), 1.0f);
-    case KG_CONV_ACT_HARD_SIGMOID: return fminf(fmaxf(fmaf(alpha, v, beta), 0.0f), 1.0f);
-    case KG_CONV_ACT_SOFTPLUS: return fmaxf(v, 0.0f) + log1pf(expf(-fabsf(v)));
-    default: return v;
-    }
 }
 
 /* ---- tensor-core and async-copy instructions ------------------------------------- */
@@ -274,7 +240,7 @@ static __device__ __forceinline__ void kg_conv_epilogue(const kg_conv *p, const 
             int yi = (img * p->k + co) * ohw + pix;
             if (p->bias) v += kg_conv_ldf(p->bias, co, p->bt);
             if (p->res) v += kg_conv_ldf(p->res, yi, p->rt);
-            kg_conv_stf(p->y, yi, p->yt, kg_conv_act(v, p->act, p->alpha, p->beta));
+            kg_conv_stf(p->y, yi, p->yt, kg_actf(v, p->act, p->alpha, p->beta));
         }
     }
 }
@@ -803,7 +769,7 @@ static __device__ __forceinline__ void kg_conv_dw(const kg_conv *p, int t, const
         }
         if (p->bias) acc += kg_conv_ldf(p->bias, ch, p->bt);
         if (p->res) acc += kg_conv_ldf(p->res, o, p->rt);
-        kg_conv_stf(p->y, o, p->yt, kg_conv_act(acc, p->act, p->alpha, p->beta));
+        kg_conv_stf(p->y, o, p->yt, kg_actf(acc, p->act, p->alpha, p->beta));
     }
 }
 

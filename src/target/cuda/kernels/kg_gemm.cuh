@@ -59,19 +59,7 @@
 #define KG_GEMM_KMAJOR 0  /* the operand's K runs contiguously */
 #define KG_GEMM_MNMAJOR 1 /* its M (A) or N (B) runs contiguously */
 
-/* Activations, in pass_act's order (pass/pass.h; checked in emit_gemm.c). */
-#define KG_ACT_NONE 0
-#define KG_ACT_RELU 1
-#define KG_ACT_CLIP 2         /* min(max(x, p0), p1), NaN kept */
-#define KG_ACT_LEAKY_RELU 3   /* x < 0 ? p0 x : x */
-#define KG_ACT_SIGMOID 4
-#define KG_ACT_TANH 5
-#define KG_ACT_GELU 6         /* x/2 (1 + erf(x / sqrt 2)) */
-#define KG_ACT_GELU_TANH 7    /* the tanh approximation */
-#define KG_ACT_SILU 8         /* x sigmoid(x) */
-#define KG_ACT_HARD_SWISH 9   /* x clip(x/6 + 1/2, 0, 1) */
-#define KG_ACT_HARD_SIGMOID 10 /* clip(p0 x + p1, 0, 1) */
-#define KG_ACT_SOFTPLUS 11    /* log(1 + exp(x)) */
+/* Activations: KG_ACT_* and kg_actf in kg_math.h, included before this file. */
 
 /* Register arrays are declared this large: warp tiles up to 64 x 64. */
 #define KG_GEMM_MI_MAX 4
@@ -120,39 +108,13 @@ static __device__ __forceinline__ void kg_gemm_st2(void *p, kg_i64 i, float v0, 
     else *(float2 *)((float *)p + i) = make_float2(v0, v1);
 }
 
-static __device__ __forceinline__ float kg_gemm_clampf(float x, float lo, float hi)
-{
-    return x < lo ? lo : (x > hi ? hi : x); /* NaN stays NaN */
-}
-
-static __device__ __forceinline__ float kg_gemm_act(float x, const int act, float p0, float p1)
-{
-    switch (act) {
-    case KG_ACT_RELU: return x < 0.0f ? 0.0f : x;
-    case KG_ACT_CLIP: return kg_gemm_clampf(x, p0, p1);
-    case KG_ACT_LEAKY_RELU: return x < 0.0f ? p0 * x : x;
-    case KG_ACT_SIGMOID: return 1.0f / (1.0f + expf(-x));
-    case KG_ACT_TANH: return tanhf(x);
-    case KG_ACT_GELU: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case KG_ACT_GELU_TANH: {
-        float u = 0.79788456080286536f * (x + 0.044715f * x * x * x);
-        return 0.5f * x * (1.0f + tanhf(u));
-    }
-    case KG_ACT_SILU: return x / (1.0f + expf(-x));
-    case KG_ACT_HARD_SWISH: return x * kg_gemm_clampf(x * (1.0f / 6.0f) + 0.5f, 0.0f, 1.0f);
-    case KG_ACT_HARD_SIGMOID: return kg_gemm_clampf(p0 * x + p1, 0.0f, 1.0f);
-    case KG_ACT_SOFTPLUS: return fmaxf(x, 0.0f) + log1pf(expf(-fabsf(x))); /* no overflow; NaN through log1pf */
-    default: return x;
-    }
-}
-
 /* The epilogue of element (i, j) from its accumulator. */
 static __device__ __forceinline__ float kg_gemm_epi(const kg_gemm_args *g, int i, int j, float acc)
 {
     float v = g->alpha * acc;
     if (g->bias) v += g->beta * kg_gemm_ldf(g->bias, (kg_i64)i * g->bias_rs + (kg_i64)j * g->bias_cs, g->dt_bias);
     if (g->res) v += kg_gemm_ldf(g->res, (kg_i64)i * g->ldr + j, g->dt_res);
-    return kg_gemm_act(v, g->act, g->act_p0, g->act_p1);
+    return kg_actf(v, g->act, g->act_p0, g->act_p1);
 }
 
 /* Stores elements (i, j) and (i, j + 1) of C from their accumulators,

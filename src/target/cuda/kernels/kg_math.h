@@ -238,4 +238,38 @@ KG_VEC(u8, kg_u8, kg_u8, 1, (kg_u8)KG_FIELD(8), KG_PUT(8, x[i]))
 #undef KG_PUT
 #undef KG_U64
 
+/* ---- fused epilogue activations (GEMM, conv), numbered as pass_act ------------ */
+
+#define KG_ACT_NONE 0
+#define KG_ACT_RELU 1
+#define KG_ACT_CLIP 2          /* min(max(x, p0), p1), NaN kept */
+#define KG_ACT_LEAKY_RELU 3    /* x < 0 ? p0 x : x */
+#define KG_ACT_SIGMOID 4
+#define KG_ACT_TANH 5
+#define KG_ACT_GELU 6          /* x Phi(x) */
+#define KG_ACT_GELU_TANH 7     /* the tanh approximation */
+#define KG_ACT_SILU 8          /* x sigmoid(x) */
+#define KG_ACT_HARD_SWISH 9    /* x clip(x/6 + 1/2, 0, 1) */
+#define KG_ACT_HARD_SIGMOID 10 /* clip(p0 x + p1, 0, 1) */
+#define KG_ACT_SOFTPLUS 11     /* log(1 + exp(x)) */
+
+/* act is a compile-time constant after inlining, so the switch folds away. */
+static __device__ __forceinline__ float kg_actf(float x, int act, float p0, float p1)
+{
+    switch (act) {
+    case KG_ACT_RELU: return x < 0.0f ? 0.0f : x; /* NaN stays NaN */
+    case KG_ACT_CLIP: x = x < p0 ? p0 : x; return x > p1 ? p1 : x;
+    case KG_ACT_LEAKY_RELU: return x < 0.0f ? p0 * x : x;
+    case KG_ACT_SIGMOID: return kg_sigmoidf(x);
+    case KG_ACT_TANH: return tanhf(x);
+    case KG_ACT_GELU: return kg_geluf(x);
+    case KG_ACT_GELU_TANH: return kg_gelu_tanhf(x);
+    case KG_ACT_SILU: return x * kg_sigmoidf(x);
+    case KG_ACT_HARD_SWISH: return x * fminf(fmaxf(fmaf(x, 1.0f / 6.0f, 0.5f), 0.0f), 1.0f);
+    case KG_ACT_HARD_SIGMOID: return fminf(fmaxf(fmaf(p0, x, p1), 0.0f), 1.0f);
+    case KG_ACT_SOFTPLUS: return kg_softplusf(x);
+    default: return x;
+    }
+}
+
 #endif
