@@ -119,16 +119,13 @@ static const char *launch_label(const rt_gpu *g, unsigned k)
 }
 
 /* Whether a binding's bytes hold 16-bit floats standing for float32. */
-/* Whether a segment's binding holds 16-bit floats. Never, today: the cuda
- * target keeps every value a host segment reads or writes in its model
- * dtype (plan_storage in target/cuda/emit.c), and segments carry their
- * constants. Kept as one predicate so the conversion below stays correct if
- * that rule changes. */
+/* Whether a segment's binding holds 16-bit floats: under fp16/bf16 the cuda
+ * target stores every float32 arena and weights value in 16 bits
+ * (plan_storage in target/cuda/emit.c); segments see float32. */
 static bool stored_16bit(const rt_gpu *g, const rt_binding *b)
 {
-    (void)g;
-    (void)b;
-    return false;
+    return g->prog.precision != KILN_GPREC_FP32 && b->dtype == KILN_F32 &&
+           (b->kind == RT_BIND_ARENA || b->kind == RT_BIND_WEIGHTS);
 }
 
 /* The bytes a binding occupies where it is stored. */

@@ -13,8 +13,8 @@
  *
  * Precision: under fp16/bf16 float32 activations and weights are stored in
  * 16 bits at their planned offsets (cg_store), the weights converted here
- * once; values a host segment reads or writes keep their model dtype, and
- * so do the model's inputs and outputs.
+ * once; host segments see float32 (the runtime converts their bindings),
+ * and the model's inputs and outputs keep their model dtype.
  */
 #include "target/cuda/cuda-impl.h"
 
@@ -231,51 +231,22 @@ static kiln_status parse_precision(const char *s, kiln_gprec *out, base_diag *d)
     return KILN_OK;
 }
 
-/* Which values hold 16-bit floats: float32 values in the arena or the
- * weights, unless a host segment reads or writes them. */
+/* Which values hold 16-bit floats: every float32 value in the arena or the
+ * weights. Host segments still see float32: the runtime converts their
+ * bindings (stored_16bit in runtime/rt_cuda.c). */
 static kiln_status plan_storage(cg_emitter *e)
 {
     const ir_graph *g = e->g;
     e->store = base_calloc((size_t)g->n_values + 1, sizeof(kiln_dtype));
     if (!e->store) return base_diag_add(e->d, KILN_ERR_OOM, "out of memory planning storage");
-    for (int i = 0; i < g->n_values; i++) e->store[i] = g->values[i]->t.dtype;
-    if (e->prec == KILN_GPREC_FP32) return KILN_OK;
     kiln_dtype half = e->prec == KILN_GPREC_FP16 ? KILN_F16 : KILN_BF16;
-    bool *host = base_calloc((size_t)g->n_values + 1, sizeof(bool));
-    if (!host) return base_diag_add(e->d, KILN_ERR_OOM, "out of memory planning storage");
-    for (int s = 0; s < e->p->n_groups; s++) {
-        const sched_group *grp = e->p->groups[s];
-        if (grp->kind != SCHED_GROUP_FALLBACK) continue;
-        for (int i = 0; i < grp->n_in; i++)
-            if (grp->in[i]->graph == g) host[grp->in[i]->id] = true;
-        for (int i = 0; i < grp->n_out; i++)
-            if (grp->out[i]->graph == g) host[grp->out[i]->id] = true;
-    }
-    /* an alias shares its source's bytes: both sides must agree */
-    bool changed = true;
-    while (changed) {
-        changed = false;
-        for (int s = 0; s < e->p->n_groups; s++) {
-            const sched_group *grp = e->p->groups[s];
-            if (grp->kind != SCHED_GROUP_ALIAS) continue;
-            for (int k = 0; k < grp->n_nodes; k++) {
-                const ir_node *n = grp->nodes[k];
-                if (!n->in[0] || !n->out[0] || n->in[0]->graph != g) continue;
-                bool h = host[n->in[0]->id] || host[n->out[0]->id];
-                if (h && !(host[n->in[0]->id] && host[n->out[0]->id])) {
-                    host[n->in[0]->id] = host[n->out[0]->id] = true;
-                    changed = true;
-                }
-            }
-        }
-    }
     for (int i = 0; i < g->n_values; i++) {
         const sched_place *pl = &e->p->place[i];
-        if (g->values[i]->t.dtype == KILN_F32 && !host[i] &&
+        e->store[i] = g->values[i]->t.dtype;
+        if (e->prec != KILN_GPREC_FP32 && e->store[i] == KILN_F32 &&
             (pl->loc == SCHED_LOC_ARENA || pl->loc == SCHED_LOC_WEIGHTS))
             e->store[i] = half;
     }
-    base_free(host);
     return KILN_OK;
 }
 
