@@ -83,6 +83,9 @@ def build(name):
     elif name == "vit":
         import torchvision
         model = torchvision.models.vit_b_16(weights=None)
+        # torchvision zeroes the classifier: logits would all be 0 and match anything
+        torch.nn.init.normal_(model.heads.head.weight, std=0.02)
+        torch.nn.init.normal_(model.heads.head.bias, std=0.02)
         inputs = {"input": rng.standard_normal((1, 3, 224, 224), dtype=np.float32)}
         outputs = ["logits"]
     elif name == "resnet50":
@@ -268,6 +271,35 @@ def compare_outputs(names, got_path, refs, precision):
     return ok, texts
 
 
+# kiln fp16 may be off by as much as PyTorch fp16 is, and this much more
+FP16_PEER_SLACK = 1.25
+
+
+def max_abs_err(got, want):
+    g, w = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return float(np.max(np.abs(g - w))) if g.size else 0.0
+
+
+def second_look(r, outputs, refs, outs16):
+    """Deep fp16 networks miss the per-element fp16 tolerance in PyTorch
+    too (a 12-layer BERT's layer norm outputs are off by about 1e-2). When
+    PyTorch fp16 misses it, kiln passes if its largest error against fp32 is
+    at most FP16_PEER_SLACK times PyTorch fp16's for every output."""
+    ok, texts = True, []
+    for n, want, t16 in zip(outputs, refs, outs16):
+        got = r["kiln_outputs"].get(n)
+        if got is None or got.shape != want.shape or not np.all(np.isfinite(got)):
+            return
+        ek, et = max_abs_err(got, want), max_abs_err(t16, want)
+        good = ek <= FP16_PEER_SLACK * et
+        ok &= good
+        texts.append("%s: kiln max abs %.3g, PyTorch fp16 %.3g (%.2fx)" % (n, ek, et, ek / et if et else float("inf")))
+    r["kiln_ok"] = ok
+    r["kiln_rule"] = "within %.2fx of PyTorch fp16's own error: %s" % (FP16_PEER_SLACK, "; ".join(texts))
+    log("%s: kiln against PyTorch fp32, second look (PyTorch fp16 is outside the per-element tolerance too): %s; %s" % (
+        r["model"], "PASS" if ok else "FAIL", "; ".join(texts)))
+
+
 def bench_kiln(r, a, work, onnx_path, npz_path, outputs, refs):
     """kiln's part for one model, into r: compile, then (unless
     --compile-only) run and compare with refs, then time."""
@@ -296,6 +328,8 @@ def bench_kiln(r, a, work, onnx_path, npz_path, outputs, refs):
         log("%s: kiln run FAILED: %s" % (name, r["kiln_note"]))
         return
     r["kiln_ok"], r["check"] = compare_outputs(outputs, got, refs, a.precision)
+    with np.load(got) as z:
+        r["kiln_outputs"] = {k: z[k] for k in z.files}
     log("%s: kiln against PyTorch fp32: %s; %s" % (name, "PASS" if r["kiln_ok"] else "FAIL", "; ".join(r["check"])))
     rc, out, err = kiln(a, ["bench", art, "--json", "--inputs", npz_path, "--warmup", str(a.warmup),
                             "--iterations", str(a.iterations)], timeout=a.kiln_timeout)
@@ -335,7 +369,8 @@ def print_table(results, a):
             ratio(r.get("eager_us"), k), ratio(r.get("graph_us"), k), ratio(c, k)))
     notes = []
     for r in results:
-        for key, what in (("kiln_note", "kiln"), ("graph_note", "CUDA graph"), ("compile_note", "torch.compile")):
+        for key, what in (("kiln_note", "kiln"), ("kiln_rule", "kiln matched PyTorch"), ("graph_note", "CUDA graph"),
+                          ("compile_note", "torch.compile")):
             if r.get(key):
                 notes.append("  %s, %s: %s" % (r["model"], what, r[key]))
         if r.get("compile_s") is not None:
@@ -399,6 +434,9 @@ def run(a):
             ok16 &= good
             text16.append("%s: %s" % (n, text))
         r["torch_fp16_check"] = text16
+        if not r.get("kiln_ok") and r.get("kiln_outputs") is not None and not ok16:
+            second_look(r, outputs, refs, outs16)
+        r.pop("kiln_outputs", None)
         log("%s: PyTorch eager %s, CUDA graph %s; PyTorch fp16 against fp32, for scale: %s the tolerance; %s" % (
             name, fmt_us(r["eager_us"]), fmt_us(r.get("graph_us")), "within" if ok16 else "OUTSIDE",
             "; ".join(text16)))

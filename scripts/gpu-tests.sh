@@ -253,7 +253,7 @@ section_conformance() {
     local pids=()
     for k in $(seq 0 $((JOBS - 1))); do
         [ -d "$work/conf/$k" ] || continue
-        ${limited[@]+"${limited[@]}"} "$BUNDLE/conformance" --target cuda --xfail "$xfail" "$work/conf/$k"/* \
+        ${limited[@]+"${limited[@]}"} "$BUNDLE/conformance" --target cuda --verbose --timeout 60 --xfail "$xfail" "$work/conf/$k"/* \
             >"$work/conf/$k.log" 2>&1 &
         pids+=($!)
     done
@@ -266,8 +266,8 @@ section_conformance() {
             grep -E '^(FAIL|XPASS)' "$work/conf/$k.log"
             line=$(grep -E '^conformance: [0-9]+ passed, [0-9]+ failed' "$work/conf/$k.log" | tail -n 1)
             if [ -z "$line" ]; then
-                echo "FAIL  shard $k printed no summary (crashed or timed out):"
-                tail -n 3 "$work/conf/$k.log"
+                echo "FAIL  shard $k printed no summary (crashed or timed out); its last lines:"
+                tail -n 3 "$work/conf/$k.log" | sed 's/^/      /'
                 f=$((f + 1))
                 continue
             fi

@@ -23,4 +23,17 @@ int cases_read_set(const char *dir, const char *kind, ir_tensor *ts, int max, ba
 int cases_run_isolated(int (*run)(const char *case_dir, char *why, size_t n), const char *case_dir, int timeout_s,
                        int fail_code, char *why, size_t n);
 
+/* A child process that runs cases one after another, so that what a process
+ * sets up once (a CUDA context) is paid once and not per case. Each case has
+ * its own time limit; a case that crashes or times out ends the child (the
+ * case fails with the reason in why), and the next case starts a fresh one.
+ * Cases share the child's memory, so a case that corrupts it can spoil the
+ * ones after it: use cases_run_isolated where that matters more than time. */
+typedef struct cases_worker cases_worker;
+cases_worker *cases_worker_new(int (*run)(const char *case_dir, char *why, size_t n), int timeout_s, int fail_code);
+/* As cases_run_isolated, in w's child. */
+int cases_worker_run(cases_worker *w, const char *case_dir, char *why, size_t n);
+/* Ends the child and frees w (NULL: nothing). */
+void cases_worker_free(cases_worker *w);
+
 #endif

@@ -330,6 +330,10 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    /* cuda: one process for many cases, so the CUDA context is made once
+     * (per case it costs more than the case on a GPU machine). */
+    cases_worker *worker = strcmp(target_name, "cuda") == 0 && use_target_c ? cases_worker_new(run_case, timeout_s, 1)
+                                                                            : NULL;
     int total_pass = 0, total_fail = 0, total_xfail = 0, total_xpass = 0;
     for (int k = 0; k < n_dirs; k++) {
         char **cases;
@@ -347,7 +351,8 @@ int main(int argc, char **argv)
             snprintf(cdir, sizeof(cdir), "%s/%s", dirs[k], cases[i]);
             snprintf(key, sizeof(key), "%s/%s", folder, cases[i]);
             ran++;
-            int rc = cases_run_isolated(run_case, cdir, timeout_s, 1, why, sizeof(why));
+            int rc = worker ? cases_worker_run(worker, cdir, why, sizeof(why))
+                            : cases_run_isolated(run_case, cdir, timeout_s, 1, why, sizeof(why));
             xfail *x = find_xfail(key);
             if (x) x->hit = 1;
             if (rc == 0 && !x) {
@@ -374,6 +379,7 @@ int main(int argc, char **argv)
         for (int i = 0; i < n; i++) free(cases[i]);
         free(cases);
     }
+    cases_worker_free(worker);
     printf("conformance: %d passed, %d failed, %d expected failures, %d unexpected passes\n", total_pass,
            total_fail + total_xpass, total_xfail, total_xpass);
     return total_fail + total_xpass ? 1 : 0;

@@ -265,8 +265,15 @@ static __device__ __forceinline__ float kg_actf(float x, int act, float p0, floa
     case KG_ACT_GELU: return kg_geluf(x);
     case KG_ACT_GELU_TANH: return kg_gelu_tanhf(x);
     case KG_ACT_SILU: return x * kg_sigmoidf(x);
-    case KG_ACT_HARD_SWISH: return x * fminf(fmaxf(fmaf(x, 1.0f / 6.0f, 0.5f), 0.0f), 1.0f);
-    case KG_ACT_HARD_SIGMOID: return fminf(fmaxf(fmaf(p0, x, p1), 0.0f), 1.0f);
+    case KG_ACT_HARD_SWISH: {
+        float h = fmaf(x, 1.0f / 6.0f, 0.5f);
+        h = h < 0.0f ? 0.0f : h;
+        return x * (h > 1.0f ? 1.0f : h);
+    }
+    case KG_ACT_HARD_SIGMOID: /* NaN stays NaN, as in the interpreter */
+        x = fmaf(p0, x, p1);
+        x = x < 0.0f ? 0.0f : x;
+        return x > 1.0f ? 1.0f : x;
     case KG_ACT_SOFTPLUS: return kg_softplusf(x);
     default: return x;
     }

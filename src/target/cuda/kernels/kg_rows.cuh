@@ -19,7 +19,8 @@
  *
  * Numerics follow the reference interpreter (ir/interp_reduce.c): softmax
  * subtracts the row maximum; layer norm's variance is the mean of squared
- * deviations from the mean (two passes over the registers).
+ * deviations from the mean (two passes over the registers), and its mean is
+ * summed about the row's first element.
  *
  * Every parameter struct is filled with constants in the generated
  * rOperator and passed to a forceinline function, so the compiler folds
@@ -166,8 +167,9 @@ static __device__ __forceinline__ int kg_row_col(const kg_rows *p, int k, int nt
 }
 
 /* One chunk (first column c, -1 past the end) in one pass over the row:
- *   pass 0: *acc gets the max (softmax), the sum (layer norm, mean) or the
- *           sum of squares (RMSNorm);
+ *   pass 0: *acc gets the max (softmax), the sum of x - a (layer norm,
+ *           mean; a is the row's first element) or the sum of squares
+ *           (RMSNorm);
  *   pass 1: *acc gets the sum of exp(x - a) (softmax; v keeps the exps when
  *           held) or of (x - a)^2 (layer norm);
  *   pass 2: y = exp(x - a) * s (softmax), x - a - s (log-softmax),
@@ -190,7 +192,7 @@ static __device__ __forceinline__ void kg_row_chunk(const kg_rows *p, kg_i64 bas
             if (j >= p->vec) break;
             if (soft) *acc = fmaxf(*acc, v[j]);
             else if (p->op == KG_ROW_RMS_NORM) *acc = fmaf(v[j], v[j], *acc);
-            else *acc += v[j];
+            else if (c >= 0) *acc += v[j] - a;
         }
         return;
     }
@@ -290,11 +292,15 @@ static __device__ __forceinline__ void kg_row(const kg_rows *p, kg_i64 row)
         kg_row_pass(p, base, 2, v, m, s, NULL);
         return;
     }
-    kg_row_pass(p, base, 0, v, 0.0f, 0.0f, &a);
+    /* Sums are taken about the row's first element (the shifted-data
+     * algorithm): a row of 1000 + N(0, 1) keeps its digits. */
+    float shift = 0.0f;
+    if (!soft && p->op != KG_ROW_RMS_NORM) kg_ld_n(p->x, base, p->sx, 1, &shift);
+    kg_row_pass(p, base, 0, v, shift, 0.0f, &a);
     if (soft) {
         a = kg_team_max(a, p->block);
     } else {
-        a = kg_team_sum(a, p->block) / (float)p->cols;
+        a = shift + kg_team_sum(a, p->block) / (float)p->cols;
         if (p->op == KG_ROW_MEAN) {
             if ((p->block ? threadIdx.x : (threadIdx.x & 31)) == 0) kg_st_n(p->y, row, p->sy, 1, &a);
             return;
