@@ -821,6 +821,23 @@ static void b_conv(tc *c) { conv_kind(c, 0, c->variant & 1); }
 static void b_conv_depthwise(tc *c) { conv_kind(c, 1, c->variant != 1); }
 static void b_conv_grouped(tc *c) { conv_kind(c, 2, c->variant != 2); }
 
+/* A late layer at batch 1: few output tiles over a long K, where the cuda
+ * target splits K across blocks (kg.h split-K). */
+static void b_conv_long_k(tc *c)
+{
+    conv_geo g = {.N = 1, .C = (int64_t[]){256, 192, 320, 136}[c->variant % 4], .H = 7, .W = 7,
+                  .K = rint_(c, 48, 160), .R = 3, .S = 3, .group = 1, .sh = 1, .sw = 1, .dh = 1, .dw = 1,
+                  .pads = {1, 1, 1, 1}};
+    g.OH = conv_out(g.H, g.R, g.sh, g.dh, 1, 1, NULL);
+    g.OW = conv_out(g.W, g.S, g.sw, g.dw, 1, 1, NULL);
+    conv_inputs(c, &g, true);
+    tc_const(c, "b", KILN_F32, 1, &g.K, G_NORMAL);
+    conv_node(c, &g, "x", "b", "t");
+    tc_node(c, "Relu", "t", "y");
+    tc_note(c, "C=%lld", (long long)g.C);
+    tc_out(c, "y");
+}
+
 /* Weights fed at run time: the target wants them constant, so a fallback. */
 static void b_conv_w_input(tc *c)
 {
@@ -948,6 +965,23 @@ static void matmul_b(tc *c, bool b_const)
 
 static void b_matmul(tc *c) { matmul_b(c, false); }
 static void b_matmul_const(tc *c) { matmul_b(c, true); }
+
+/* Few rows over a long K (a classifier at batch 1, BERT's second FFN
+ * product): the cuda target splits K across blocks. Variant 3's K and N
+ * are odd (the fp32 template). */
+static void b_matmul_long_k(tc *c)
+{
+    bool odd = c->variant == 3; /* the tensor cores need K and N multiples of 8 */
+    int64_t M = rint_(c, 1, 40), K = odd ? rint_(c, 700, 1500) | 1 : 8 * rint_(c, 150, 400),
+            N = odd ? rint_(c, 24, 200) | 1 : 8 * rint_(c, 3, 25);
+    tc_input(c, "x", KILN_F32, 2, (int64_t[]){M, K}, G_NORMAL);
+    tc_const(c, "b", KILN_F32, 2, (int64_t[]){K, N}, G_NORMAL);
+    tc_const(c, "bias", KILN_F32, 1, &N, G_NORMAL);
+    tc_node(c, "Tanh", "x", "a"); /* A in the arena (16-bit under fp16), as inside a model */
+    tc_node(c, "MatMul", "a,b", "t");
+    tc_node(c, "Add", "t,bias", "y");
+    tc_out(c, "y");
+}
 
 /* Batch dims that broadcast (B [1,K,N] against A [b,M,K]), or a 1-D
  * operand: the target leaves these to the interpreter. */
@@ -2483,6 +2517,7 @@ static const op_case case_table[] = {
     CASE("Conv", b_conv),
     CASE("Conv/depthwise", b_conv_depthwise),
     CASE("Conv/grouped", b_conv_grouped),
+    CASE("Conv/long_K", b_conv_long_k),
     FB("Conv/weights_fed", b_conv_w_input, 2),
     CASE("Conv+Add+Relu", b_conv_add_relu),
     CASE("Conv+Add(residual)+act", b_conv_residual),
@@ -2490,6 +2525,7 @@ static const op_case case_table[] = {
     CASE("Conv/chain", b_conv_chain),
     CASE("MatMul", b_matmul),
     CASE("MatMul/const_B", b_matmul_const),
+    CASE("MatMul/long_K", b_matmul_long_k),
     FB("MatMul/broadcast_batch_or_1d", b_matmul_bcast, 2),
     CASE("MatMul+Add+Gelu", b_matmul_gelu),
     CASE("MatMul+scale+residual+act", b_matmul_scale_res),

@@ -181,6 +181,12 @@ static const tc_cfg tc_table[] = {
 
 #define TC_MAX_DA 3
 
+/* Split-K across blocks (kg.h): the splits offered to tensor-core tiles
+ * that do not fill the GPU, and the workspace they share. */
+static const int split_cands[] = {2, 3, 4, 6, 8};
+#define SPLITK_WS_FLOATS (1 << 20) /* KG_SPLITK_WS_FLOATS */
+#define SPLITK_SEMS 4096           /* KG_SPLITK_SEMS */
+
 /* kg_conv_simt's tile: block BM x BN x BK, thread TM x TN, KS k-slices. */
 typedef struct simt_cfg {
     int bm, bn, bk, tm, tn, ks;
@@ -302,6 +308,7 @@ static bool tile_fits(int tile, int64_t dim) { return tile <= 16 || tile <= pow2
 typedef struct tile_shape {
     int bm, bn, bk, threads, smem, regs;
     int in_flight;       /* stages of operand loads in flight per block */
+    int splits;          /* split-K across blocks */
     double flop_per_clk; /* the SM's multiply-add rate, in flops */
     double elem_bytes;
     double gather_instr; /* instructions per gathered element */
@@ -316,8 +323,8 @@ typedef struct tile_shape {
 static double launch_cost(const cg_gpu *gpu, const gemm_dims *d, const tile_shape *s)
 {
     const double latency = 300.0, bytes_per_clk = 64.0;
-    int64_t n_kt = ceil_div(d->k, s->bk);
-    int64_t tiles = ceil_div(d->m, s->bm) * ceil_div(d->n, s->bn) * d->groups;
+    int64_t n_kt = ceil_div(ceil_div(d->k, s->bk), s->splits);
+    int64_t tiles = ceil_div(d->m, s->bm) * ceil_div(d->n, s->bn) * d->groups * s->splits;
     int sms = gpu->n_sms > 0 ? gpu->n_sms : 1;
     int64_t smem_sm = (int64_t)gpu->smem_per_block_optin + 1024;
     int64_t bps = 2048 / s->threads;
@@ -334,12 +341,15 @@ static double launch_cost(const cg_gpu *gpu, const gemm_dims *d, const tile_shap
     double step = busy > traffic ? busy : traffic;
     if (latency / s->in_flight > step) step = latency / s->in_flight;
     double tile = (double)n_kt * step + latency + (double)s->bm * s->bn / s->threads * 100.0;
-    return (double)ceil_div(per_sm, res) * tile;
+    /* split-K: the partial tiles' round trip through L2, the fence and the
+     * counter before the last split's epilogue (a guess, as in emit_gemm.c) */
+    double fixup = s->splits > 1 ? 7.0 * latency + (double)s->bm * s->bn / s->threads * 50.0 * s->splits : 0.0;
+    return (double)ceil_div(per_sm, res) * tile + fixup;
 }
 
-static double tc_cost(const cg_gpu *gpu, const gemm_dims *d, const tc_cfg *c, const tc_operands *o, int da)
+static double tc_cost(const cg_gpu *gpu, const gemm_dims *d, const tc_cfg *c, const tc_operands *o, int da, int sk)
 {
-    tile_shape s = {.bm = c->bm, .bn = c->bn, .bk = c->bk, .threads = tc_threads(c), .smem = tc_smem(c),
+    tile_shape s = {.bm = c->bm, .bn = c->bn, .bk = c->bk, .threads = tc_threads(c), .smem = tc_smem(c), .splits = sk,
                     .regs = 48 + c->wm * c->wn / 32 + 8 * da * loader_chunks(c->bm, c->bk / 8, tc_threads(c)),
                     .in_flight = o->a_async ? c->st - 1 : da, .flop_per_clk = 1024.0, .elem_bytes = 2.0,
                     .gather_instr = o->a_async ? 1.0 : 14.0};
@@ -350,25 +360,25 @@ static double tc_cost(const cg_gpu *gpu, const gemm_dims *d, const tc_cfg *c, co
 static double simt_cost(const cg_gpu *gpu, const gemm_dims *d, const simt_cfg *c, int da)
 {
     tile_shape s = {.bm = c->bm, .bn = c->bn, .bk = c->bk, .threads = simt_threads(c), .smem = simt_smem(c),
-                    .regs = 48 + c->tm * c->tn + c->tm + c->tn + da * simt_elems(c), .in_flight = da,
+                    .regs = 48 + c->tm * c->tn + c->tm + c->tn + da * simt_elems(c), .in_flight = da, .splits = 1,
                     .flop_per_clk = 256.0,
                     .elem_bytes = 4.0, .gather_instr = 14.0};
     return launch_cost(gpu, d, &s);
 }
 
 /* The candidates for a group, best first by the cost model: (index into
- * tc_table or simt_table, DA). The tuner times the first MAX_CANDS. */
+ * tc_table or simt_table, DA, splits). The tuner times the first MAX_CANDS. */
 #define MAX_CANDS 12
 
 typedef struct cand_list {
-    int idx[MAX_CANDS], da[MAX_CANDS];
+    int idx[MAX_CANDS], da[MAX_CANDS], sk[MAX_CANDS];
     double cost[MAX_CANDS];
     int n;
 } cand_list;
 
 /* Inserts a candidate in cost order (ties keep table order), dropping the
  * costliest beyond MAX_CANDS. */
-static void cand_insert(cand_list *cl, int idx, int da, double cost)
+static void cand_insert(cand_list *cl, int idx, int da, int sk, double cost)
 {
     int at = cl->n;
     while (at > 0 && cl->cost[at - 1] > cost) at--;
@@ -377,10 +387,12 @@ static void cand_insert(cand_list *cl, int idx, int da, double cost)
     for (int i = last; i > at; i--) {
         cl->idx[i] = cl->idx[i - 1];
         cl->da[i] = cl->da[i - 1];
+        cl->sk[i] = cl->sk[i - 1];
         cl->cost[i] = cl->cost[i - 1];
     }
     cl->idx[at] = idx;
     cl->da[at] = da;
+    cl->sk[at] = sk;
     cl->cost[at] = cost;
     if (cl->n < MAX_CANDS) cl->n++;
 }
@@ -398,8 +410,20 @@ static void list_candidates(const cg_emitter *e, const conv_geom *g, bool tc, co
             if (!ok || (pass == 0 && (!tile_fits(bm, d.m) || !tile_fits(bn, d.n)))) continue;
             int max_da = tc ? tc_max_da(&tc_table[i], o) : simt_max_da(&simt_table[i]);
             for (int da = 1; da <= max_da; da++)
-                cand_insert(out, i, da,
-                            tc ? tc_cost(&e->gpu, &d, &tc_table[i], o, da) : simt_cost(&e->gpu, &d, &simt_table[i], da));
+                cand_insert(out, i, da, 1,
+                            tc ? tc_cost(&e->gpu, &d, &tc_table[i], o, da, 1) : simt_cost(&e->gpu, &d, &simt_table[i], da));
+            if (!tc) continue;
+            /* split-K for tiles that leave multiprocessors idle: every split
+             * two k-tiles or more, at most four rTasks per multiprocessor */
+            const tc_cfg *c = &tc_table[i];
+            int64_t tiles = ceil_div(d.m, bm) * ceil_div(d.n, bn) * d.groups, n_kt = ceil_div(d.k, c->bk);
+            int sms = e->gpu.n_sms > 0 ? e->gpu.n_sms : 132;
+            if (tiles >= sms || tiles > SPLITK_SEMS) continue;
+            for (int j = 0; j < (int)(sizeof(split_cands) / sizeof(split_cands[0])); j++) {
+                int sk = split_cands[j];
+                if (n_kt < 2 * sk || tiles * sk > 4 * sms || tiles * sk * bm * bn > SPLITK_WS_FLOATS) continue;
+                for (int da = 1; da <= max_da; da++) cand_insert(out, i, da, sk, tc_cost(&e->gpu, &d, c, o, da, sk));
+            }
         }
     }
 }
@@ -535,18 +559,18 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
         int64_t tiles;
         if (kind == CONV_TC) {
             const tc_cfg *c = &tc_table[cl.idx[cand]];
-            int da = cl.da[cand];
+            int da = cl.da[cand], sk = cl.sk[cand];
             char ahead[64];
             if (ops.a_async) snprintf(ahead, sizeof(ahead), "pointwise: activations by cp.async");
             else snprintf(ahead, sizeof(ahead), "gathers %d stage%s ahead", da, da > 1 ? "s" : "");
             snprintf(what, sizeof(what),
                      "implicit GEMM on tensor cores: M %lld x N %lld x K %lld, tile %dx%dx%d, warp %dx%d, "
-                     "%d k-slices, %d stages, %s",
+                     "%d k-slices, %d stages, %s, %d split%s",
                      (long long)d.m, (long long)d.n, (long long)d.k, c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->st,
-                     ahead);
-            base_str_printf(&body, "    kg_conv_tc(&p, t, %d, %d, %d, %d, %d, %d, %d, %d);\n", c->bm, c->bn, c->bk,
-                            c->wm, c->wn, c->ks, c->st, da);
-            tiles = ceil_div(d.m, c->bm) * ceil_div(d.n, c->bn) * d.groups;
+                     ahead, sk, sk > 1 ? "s of K across blocks" : "");
+            base_str_printf(&body, "    kg_conv_tc(&p, t, %d, %d, %d, %d, %d, %d, %d, %d, %d);\n", c->bm, c->bn, c->bk,
+                            c->wm, c->wn, c->ks, c->st, da, sk);
+            tiles = ceil_div(d.m, c->bm) * ceil_div(d.n, c->bn) * d.groups * sk;
             *op = (cg_op){.n_rtasks = tiles, .block = tc_threads(c), .smem_bytes = tc_smem(c)};
         } else {
             const simt_cfg *c = &simt_table[cl.idx[cand]];

@@ -206,42 +206,56 @@ typedef struct gemm_cfg {
     int wm, wn;      /* warp tile (tc) */
     int ks;          /* warp slices along k (tc) */
     int stages;      /* copy stages (tc, wg) */
+    int splits;      /* split-K across blocks (tc; 1 in the tables) */
 } gemm_cfg;
+
+/* kg_gemm.cuh's split-K workspace: floats of partial tiles, tile counters. */
+#define SPLITK_WS_FLOATS (1 << 20)
+#define SPLITK_SEMS 4096
+/* The splits offered for products with fewer tiles than multiprocessors. */
+static const int split_cands[] = {2, 3, 4, 6, 8};
 
 /* Tensor-core tiles: large ones for large problems (64 x 64 warp tiles:
  * the most mma per ldmatrix), small and k-sliced ones so that small
  * problems still spread over every multiprocessor. */
 static const gemm_cfg tc_table[] = {
-    {GEMM_TC, 128, 256, 32, 64, 64, 1, 3}, {GEMM_TC, 128, 256, 32, 64, 64, 1, 4}, {GEMM_TC, 256, 128, 32, 64, 64, 1, 3},
-    {GEMM_TC, 256, 128, 32, 64, 64, 1, 4}, {GEMM_TC, 128, 256, 64, 64, 64, 1, 3}, {GEMM_TC, 256, 128, 64, 64, 64, 1, 3},
-    {GEMM_TC, 128, 128, 32, 64, 64, 1, 4}, {GEMM_TC, 128, 128, 32, 64, 64, 1, 5}, {GEMM_TC, 128, 128, 64, 64, 64, 1, 3},
-    {GEMM_TC, 128, 128, 64, 64, 64, 1, 4}, {GEMM_TC, 128, 128, 32, 64, 32, 1, 4}, {GEMM_TC, 128, 128, 32, 32, 64, 1, 4},
-    {GEMM_TC, 128, 64, 32, 64, 32, 1, 4},  {GEMM_TC, 128, 64, 64, 64, 32, 1, 3},  {GEMM_TC, 64, 128, 32, 32, 64, 1, 4},
-    {GEMM_TC, 64, 128, 64, 32, 64, 1, 3},  {GEMM_TC, 64, 64, 32, 32, 32, 1, 4},   {GEMM_TC, 64, 64, 64, 32, 32, 1, 3},
-    {GEMM_TC, 64, 64, 64, 32, 32, 2, 3},   {GEMM_TC, 64, 64, 64, 32, 32, 2, 4},   {GEMM_TC, 64, 32, 64, 32, 32, 2, 3},
-    {GEMM_TC, 32, 64, 64, 32, 32, 2, 3},   {GEMM_TC, 32, 64, 64, 32, 32, 4, 3},   {GEMM_TC, 32, 32, 64, 32, 32, 4, 3},
-    {GEMM_TC, 32, 32, 128, 32, 32, 4, 3},  {GEMM_TC, 64, 32, 64, 32, 32, 4, 3},   {GEMM_TC, 32, 64, 64, 16, 32, 2, 3},
-    {GEMM_TC, 64, 64, 128, 32, 32, 4, 2},
+    {GEMM_TC, 128, 256, 32, 64, 64, 1, 3, 1}, {GEMM_TC, 128, 256, 32, 64, 64, 1, 4, 1},
+    {GEMM_TC, 256, 128, 32, 64, 64, 1, 3, 1}, {GEMM_TC, 256, 128, 32, 64, 64, 1, 4, 1},
+    {GEMM_TC, 128, 256, 64, 64, 64, 1, 3, 1}, {GEMM_TC, 256, 128, 64, 64, 64, 1, 3, 1},
+    {GEMM_TC, 128, 128, 32, 64, 64, 1, 4, 1}, {GEMM_TC, 128, 128, 32, 64, 64, 1, 5, 1},
+    {GEMM_TC, 128, 128, 64, 64, 64, 1, 3, 1}, {GEMM_TC, 128, 128, 64, 64, 64, 1, 4, 1},
+    {GEMM_TC, 128, 128, 32, 64, 32, 1, 4, 1}, {GEMM_TC, 128, 128, 32, 32, 64, 1, 4, 1},
+    {GEMM_TC, 128, 64, 32, 64, 32, 1, 4, 1}, {GEMM_TC, 128, 64, 64, 64, 32, 1, 3, 1},
+    {GEMM_TC, 64, 128, 32, 32, 64, 1, 4, 1}, {GEMM_TC, 64, 128, 64, 32, 64, 1, 3, 1},
+    {GEMM_TC, 64, 64, 32, 32, 32, 1, 4, 1}, {GEMM_TC, 64, 64, 64, 32, 32, 1, 3, 1},
+    {GEMM_TC, 64, 64, 64, 32, 32, 2, 3, 1}, {GEMM_TC, 64, 64, 64, 32, 32, 2, 4, 1},
+    {GEMM_TC, 64, 32, 64, 32, 32, 2, 3, 1}, {GEMM_TC, 32, 64, 64, 32, 32, 2, 3, 1},
+    {GEMM_TC, 32, 64, 64, 32, 32, 4, 3, 1}, {GEMM_TC, 32, 32, 64, 32, 32, 4, 3, 1},
+    {GEMM_TC, 32, 32, 128, 32, 32, 4, 3, 1}, {GEMM_TC, 64, 32, 64, 32, 32, 4, 3, 1},
+    {GEMM_TC, 32, 64, 64, 16, 32, 2, 3, 1}, {GEMM_TC, 64, 64, 128, 32, 32, 4, 2, 1},
 };
 
 /* Warpgroup-MMA tiles (sm_90): m 64 per warpgroup, n up to 256 per wgmma.
  * Up to 113 KB two blocks share a multiprocessor, which hides one's
  * prologue and epilogue behind the other's main loop (short k). */
 static const gemm_cfg wg_table[] = {
-    {GEMM_WG, 128, 256, 64, 0, 0, 1, 4}, {GEMM_WG, 128, 256, 32, 0, 0, 1, 6}, {GEMM_WG, 128, 256, 32, 0, 0, 1, 4},
-    {GEMM_WG, 256, 128, 64, 0, 0, 1, 4}, {GEMM_WG, 128, 192, 64, 0, 0, 1, 4}, {GEMM_WG, 128, 192, 32, 0, 0, 1, 4},
-    {GEMM_WG, 128, 128, 64, 0, 0, 1, 4}, {GEMM_WG, 128, 128, 64, 0, 0, 1, 5}, {GEMM_WG, 128, 128, 32, 0, 0, 1, 6},
-    {GEMM_WG, 128, 128, 64, 0, 0, 1, 3}, {GEMM_WG, 128, 64, 64, 0, 0, 1, 4},  {GEMM_WG, 64, 256, 64, 0, 0, 1, 4},
-    {GEMM_WG, 64, 128, 64, 0, 0, 1, 4},  {GEMM_WG, 64, 128, 32, 0, 0, 1, 6},  {GEMM_WG, 64, 64, 64, 0, 0, 1, 4},
-    {GEMM_WG, 64, 64, 64, 0, 0, 1, 6},
+    {GEMM_WG, 128, 256, 64, 0, 0, 1, 4, 1}, {GEMM_WG, 128, 256, 32, 0, 0, 1, 6, 1},
+    {GEMM_WG, 128, 256, 32, 0, 0, 1, 4, 1}, {GEMM_WG, 256, 128, 64, 0, 0, 1, 4, 1},
+    {GEMM_WG, 128, 192, 64, 0, 0, 1, 4, 1}, {GEMM_WG, 128, 192, 32, 0, 0, 1, 4, 1},
+    {GEMM_WG, 128, 128, 64, 0, 0, 1, 4, 1}, {GEMM_WG, 128, 128, 64, 0, 0, 1, 5, 1},
+    {GEMM_WG, 128, 128, 32, 0, 0, 1, 6, 1}, {GEMM_WG, 128, 128, 64, 0, 0, 1, 3, 1},
+    {GEMM_WG, 128, 64, 64, 0, 0, 1, 4, 1}, {GEMM_WG, 64, 256, 64, 0, 0, 1, 4, 1}, {GEMM_WG, 64, 128, 64, 0, 0, 1, 4, 1},
+    {GEMM_WG, 64, 128, 32, 0, 0, 1, 6, 1}, {GEMM_WG, 64, 64, 64, 0, 0, 1, 4, 1}, {GEMM_WG, 64, 64, 64, 0, 0, 1, 6, 1},
 };
 
 static const gemm_cfg simt_table[] = {
-    {GEMM_SIMT, 128, 128, 8, 0, 0, 1, 2}, {GEMM_SIMT, 128, 64, 8, 0, 0, 1, 2}, {GEMM_SIMT, 64, 128, 8, 0, 0, 1, 2},
-    {GEMM_SIMT, 64, 64, 8, 0, 0, 1, 2},   {GEMM_SIMT, 32, 64, 8, 0, 0, 1, 2},  {GEMM_SIMT, 64, 32, 8, 0, 0, 1, 2},
+    {GEMM_SIMT, 128, 128, 8, 0, 0, 1, 2, 1}, {GEMM_SIMT, 128, 64, 8, 0, 0, 1, 2, 1},
+    {GEMM_SIMT, 64, 128, 8, 0, 0, 1, 2, 1}, {GEMM_SIMT, 64, 64, 8, 0, 0, 1, 2, 1},
+    {GEMM_SIMT, 32, 64, 8, 0, 0, 1, 2, 1}, {GEMM_SIMT, 64, 32, 8, 0, 0, 1, 2, 1},
 };
 
-#define MAX_CANDS ((int)(KILN_COUNT(tc_table) + KILN_COUNT(wg_table) + KILN_COUNT(simt_table)))
+#define MAX_CANDS                                                                                      \
+    ((int)(KILN_COUNT(tc_table) * (1 + KILN_COUNT(split_cands)) + KILN_COUNT(wg_table) + KILN_COUNT(simt_table)))
 
 static int cfg_threads(const gemm_cfg *c)
 {
@@ -262,9 +276,32 @@ static int cfg_smem(const gemm_cfg *c)
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-static int64_t cfg_rtasks(const gemm_problem *g, const gemm_cfg *c)
+static int64_t cfg_tiles(const gemm_problem *g, const gemm_cfg *c)
 {
     return g->n_batch * cdiv(g->m, c->bm) * cdiv(g->n, c->bn);
+}
+
+static int64_t cfg_rtasks(const gemm_problem *g, const gemm_cfg *c) { return cfg_tiles(g, c) * c->splits; }
+
+/* Split-K variants of the mma.sync candidates cands[0..n) whose tiles do not
+ * fill the multiprocessors: every split at least two k-tiles, at most four
+ * rTasks per multiprocessor, the partials within the workspace. Appended
+ * to cands; returns the new count. */
+static int add_splits(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *cands, int n)
+{
+    int n_sms = gpu->n_sms > 0 ? gpu->n_sms : 132, base = n;
+    for (int i = 0; i < base; i++) {
+        const gemm_cfg *c = &cands[i];
+        int64_t tiles = cfg_tiles(g, c), k_tiles = cdiv(g->k, c->bk);
+        if (c->kind != GEMM_TC || tiles >= n_sms || tiles > SPLITK_SEMS || c->bm * c->bn > 64 * 64) continue;
+        for (int j = 0; j < (int)KILN_COUNT(split_cands); j++) {
+            int sp = split_cands[j];
+            if (k_tiles < 2 * sp || tiles * sp > 4 * n_sms || tiles * sp * c->bm * c->bn > SPLITK_WS_FLOATS) continue;
+            cands[n] = *c;
+            cands[n++].splits = sp;
+        }
+    }
+    return n;
 }
 
 /* The candidates for g on gpu: the templates' tables without tiles that
@@ -297,7 +334,7 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *o
             out[n++] = *c;
         }
     if (n == 0) out[n++] = g->tc ? tc_table[KILN_COUNT(tc_table) - 5] : simt_table[3]; /* 32 x 32 / 64 x 64 */
-    return n;
+    return add_splits(g, gpu, out, n);
 }
 
 /* Estimated time of c on g in SM clocks: memory time plus the larger of
@@ -341,14 +378,23 @@ static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *
     int bps = KILN_MAX(1, KILN_MIN(by_smem, KILN_MIN(by_regs, KILN_MIN(64 / (threads / 32), 32))));
     double tiles = (double)cfg_rtasks(g, c);
     double per_sm = ceil(tiles / n_sms), resident = KILN_MIN((double)bps, per_sm);
-    double k_tiles = (double)cdiv(g->k, c->bk), work = (double)c->bm * c->bn * c->bk;
+    double k_tiles = (double)cdiv(cdiv(g->k, c->bk), c->splits), work = (double)c->bm * c->bn * c->bk;
     double t_compute = per_sm * k_tiles * work / rate;
     double t_latency = ceil(per_sm / resident) * k_tiles * fmax(work / rate, latency / in_flight);
     double esize = g->sa == KILN_F32 ? 4.0 : 2.0;
-    double l2 = tiles * (double)(c->bm + c->bn) * (double)g->k * esize;
+    double l2 = (double)cfg_tiles(g, c) * (double)(c->bm + c->bn) * (double)g->k * esize;
     double dram = (double)g->n_batch * ((double)g->m * g->k + (double)g->k * g->n + 2.0 * (double)g->m * g->n) * esize;
+    /* split-K: the partials go out and come back through L2 (fp32), and the
+     * last split waits for the stores, the fence, the counter and the loads
+     * (three round trips: fitted to BERT's 128 x 768 products on an H100,
+     * where splitting 768-deep ones loses and 3072-deep ones win) */
+    double fixup = 0;
+    if (c->splits > 1) {
+        l2 += 2.0 * tiles * c->bm * c->bn * 4.0;
+        fixup = 3.0 * latency;
+    }
     double t_memory = fmax(dram / dram_bytes_per_clk, l2 / l2_bytes_per_clk);
-    return t_memory + fmax(t_compute, t_latency);
+    return t_memory + fmax(t_compute, t_latency) + fixup;
 }
 
 static int gemm_heuristic(const gemm_problem *g, const gemm_cfg *cands, int n, const cg_gpu *gpu)
@@ -375,7 +421,16 @@ static void dims_str(const ir_tensor *t, char *buf, size_t n)
     if (len < (int)n) snprintf(buf + len, n - (size_t)len, "]");
 }
 
-/* The body of op_<id> after the batch offsets oa, ob, oc: fills the
+/* The start of op_<id>'s body: rTask t is split `split` of tile `slot`
+ * (over all batches), and t becomes the tile. */
+static void emit_split(base_str *s, const gemm_cfg *c)
+{
+    if (c->splits > 1)
+        base_str_printf(s, "    const int split = t %% %d, slot = t / %d;\n    t = slot;\n", c->splits, c->splits);
+    else base_str_cat(s, "    const int split = 0, slot = 0;\n");
+}
+
+/* The body of op_<id> after emit_split and the batch offsets oa, ob, oc: fills the
  * kg_gemm_args and calls the template. pa..pres: typed pointer
  * expressions of the operands (pbias, pres NULL when absent). Also what
  * bench/gpu_gemm.c emits, so the bench times the code the compiler makes. */
@@ -402,6 +457,7 @@ static void emit_call(base_str *s, const gemm_problem *g, const gemm_cfg *c, con
                     dt_code(g->sa), dt_code(g->sb), dt_code(g->sy), dt_code(g->sbias), dt_code(g->sres),
                     cg_float_lit(g->alpha, f1, sizeof(f1)), cg_float_lit(g->beta, f2, sizeof(f2)), cg_act_name(g->ep.act),
                     cg_float_lit(g->ep.alpha, f3, sizeof(f3)), cg_float_lit(g->ep.beta, f4, sizeof(f4)));
+    base_str_printf(s, "    g.splits = %d; g.split = split; g.slot = slot;\n", c->splits);
     base_str_printf(s, "    int tm, tn;\n    kg_gemm_raster(t, %lld, %lld, 8, &tm, &tn);\n", (long long)cdiv(g->m, c->bm),
                     (long long)cdiv(g->n, c->bn));
     if (c->kind == GEMM_SIMT) base_str_printf(s, "    kg_gemm_simt(&g, tm, tn, %d, %d);\n}\n\n", c->bm, c->bn);
@@ -434,8 +490,9 @@ static void emit_summary(base_str *s, const gemm_problem *g, const gemm_cfg *c)
         base_str_printf(s, ".\n * kg_gemm_wg: %dx%dx%d tiles, %d warpgroups, %d stages. */\n", c->bm, c->bn, c->bk,
                         c->bm / 64, c->stages);
     else
-        base_str_printf(s, ".\n * kg_gemm_tc: %dx%dx%d tiles, %dx%d warp tiles, %d k-slice%s, %d stages. */\n", c->bm,
-                        c->bn, c->bk, c->wm, c->wn, c->ks, c->ks > 1 ? "s" : "", c->stages);
+        base_str_printf(s, ".\n * kg_gemm_tc: %dx%dx%d tiles, %dx%d warp tiles, %d k-slice%s, %d stages, %d split%s. */\n",
+                        c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->ks > 1 ? "s" : "", c->stages, c->splits,
+                        c->splits > 1 ? "s of K across blocks" : "");
 }
 
 static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_problem *g, const gemm_cfg *c, cg_op *op)
@@ -446,6 +503,7 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     cg_comment(s, grp);
     emit_summary(s, g, c);
     base_str_printf(s, "static __device__ void op_%d(const kiln_gctx *c, int t)\n{\n    kg_gemm_args g;\n", grp->id);
+    emit_split(s, c);
     if (g->n_batch > 1) {
         /* rTask t: tile t % tiles of batch t / tiles */
         base_str_printf(s, "    int b = t / %lld, r = b;\n    kg_i64 oa = 0, ob = 0;\n    t %%= %lld;\n",
@@ -463,7 +521,7 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     emit_call(s, g, c, cg_ptr(e, g->a, pa, sizeof(pa)), cg_ptr(e, g->b, pb, sizeof(pb)),
               cg_ptr(e, g->y, pc, sizeof(pc)), g->ep.bias ? cg_ptr(e, g->ep.bias, pbias, sizeof(pbias)) : NULL,
               g->ep.residual ? cg_ptr(e, g->ep.residual, pres, sizeof(pres)) : NULL);
-    op->n_rtasks = g->n_batch * tiles;
+    op->n_rtasks = cfg_rtasks(g, c);
     op->block = cfg_threads(c);
     op->smem_bytes = cfg_smem(c);
     KILN_TRY(cg_need(e, "kg_math.h"));

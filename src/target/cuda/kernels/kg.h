@@ -73,6 +73,51 @@ static __device__ __forceinline__ float4 kg_ld_keep16(const void *p)
     return v;
 }
 
+/* ---- split-K across blocks (kg_gemm_tc, kg_conv_tc) ---------------------------- *
+ * The splits of one output tile are separate rTasks over ranges of K. Each
+ * writes its fp32 partial tile to kg_splitk_ws (L2 only, .cg: another SM's
+ * partials must not come from this SM's L1) and counts itself in the tile's
+ * slot of kg_splitk_sem; the last to arrive resets the slot and sums every
+ * partial, its own re-read too, in split order, so the result does not
+ * depend on which split came last. The workspace is the module's and every
+ * kernel of the program shares it: the kernels run one after another. Zero
+ * when the module loads; the emitters offer split-K only when tiles x splits
+ * x tile size fit it and the tiles fit the counters. */
+#define KG_SPLITK_WS_FLOATS (1 << 20)
+#define KG_SPLITK_SEMS 4096
+static __device__ float kg_splitk_ws[KG_SPLITK_WS_FLOATS];
+static __device__ unsigned kg_splitk_sem[KG_SPLITK_SEMS];
+
+static __device__ __forceinline__ void kg_st_cg(float *p, float v)
+{
+    asm volatile("st.global.cg.f32 [%0], %1;\n" ::"l"(p), "f"(v) : "memory");
+}
+
+static __device__ __forceinline__ float kg_ld_cg(const float *p)
+{
+    float v;
+    asm volatile("ld.global.cg.f32 %0, [%1];\n" : "=f"(v) : "l"(p) : "memory");
+    return v;
+}
+
+/* After the block wrote its partial: counts it in for `slot`; true in the
+ * last of `splits` blocks, whose later loads see every partial. Every thread
+ * calls it (it synchronises; no static shared memory, which would push a 48
+ * KB pipeline past the limit without opt-in). */
+static __device__ __forceinline__ bool kg_splitk_arrive(int slot, int splits)
+{
+    __threadfence();
+    __syncthreads();
+    int last = 0;
+    if (threadIdx.x == 0) {
+        last = atomicAdd(kg_splitk_sem + slot, 1u) == (unsigned)(splits - 1);
+        if (last) kg_splitk_sem[slot] = 0u; /* every split has arrived: ready for the next launch */
+    }
+    if (!__syncthreads_or(last)) return false;
+    __threadfence();
+    return true;
+}
+
 /* ---- block reductions (blockDim.x a multiple of 32, at most 1024) ------------- */
 
 static __device__ __forceinline__ float kg_warp_sum(float v)

@@ -262,7 +262,9 @@ static __device__ __forceinline__ void kg_conv_tile(const kg_conv *p, int t, con
  * Shared memory: ST stages of A [BM][BK] (pointwise: [BK][BM]) then B
  * [BN][BK] (16-bit, swizzled 16-byte chunks), reused after the main loop
  * for the KS fp32 partial tiles [BN][BM + 4]: max(ST (BM + BN) BK 2,
- * KS BN (BM + 4) 4) bytes. Threads: 32 (BM/WM) (BN/WN) KS. Needs BK/16 a
+ * KS BN (BM + 4) 4) bytes. SK > 1 splits K across blocks (kg.h's split-K:
+ * rTask t is split t % SK of tile t / SK), for late layers whose tiles do
+ * not fill the GPU at batch 1. Threads: 32 (BM/WM) (BN/WN) KS. Needs BK/16 a
  * multiple of KS, BM, BN, WM, WN, BK powers of two with WM >= 16, WN >= 8,
  * BK >= 16, at most KG_CONV_MAX_LD chunks per thread and operand,
  * 1 <= DA <= KG_CONV_MAX_RING.
@@ -460,12 +462,16 @@ static __device__ __forceinline__ void kg_conv_tc_step(const unsigned short *ta,
 
 static __device__ __forceinline__ void kg_conv_tc(const kg_conv *p, int t, const int BM, const int BN,
                                                   const int BK, const int WM, const int WN, const int KS,
-                                                  const int ST, const int DA)
+                                                  const int ST, const int DA, const int SK)
 {
     const int mt = p->wt;
     const int threads = 32 * (BM / WM) * (BN / WN) * KS;
     const int kg = p->k / p->groups, kdim = p->c / p->groups * p->kh * p->kw;
-    const int n_kt = (kdim + BK - 1) / BK;
+    /* split-K across blocks: rTask t is split t % SK of tile t / SK, over k-tiles kt_begin .. kt_end - 1 */
+    const int split = t % SK, slot = t / SK;
+    t = slot;
+    const int n_kt = (kdim + BK - 1) / BK, k_per = (n_kt + SK - 1) / SK;
+    const int kt_begin = split * k_per, kt_end = kt_begin + k_per < n_kt ? kt_begin + k_per : n_kt;
     const bool bvec = kdim % 8 == 0;
     const int stage = (BM + BN) * BK; /* 16-bit elements per stage */
     const int MT = WM / 16, NT = WN / 8;
@@ -508,36 +514,38 @@ static __device__ __forceinline__ void kg_conv_tc(const kg_conv *p, int t, const
     /* prologue: weights of stages 0 .. ST-2 requested, gathers of 0 .. DA-1 issued, stage 0 stored */
 #pragma unroll
     for (int s = 0; s < ST - 1; s++) {
-        if (pv && s < n_kt) kg_conv_tc_async_a(p, s, sm + s * stage, BK, BM, threads, pv, a_mc, a_kr0, a_off, a_ih);
-        if (bvec && s < n_kt) kg_conv_tc_async_b(p, s, sm + s * stage + BM * BK, BK, &lb, b_row);
+        const int kt = kt_begin + s;
+        unsigned short *at = sm + (kt % ST) * stage;
+        if (pv && kt < kt_end) kg_conv_tc_async_a(p, kt, at, BK, BM, threads, pv, a_mc, a_kr0, a_off, a_ih);
+        if (bvec && kt < kt_end) kg_conv_tc_async_b(p, kt, at + BM * BK, BK, &lb, b_row);
         kg_conv_cp_commit();
     }
 #pragma unroll
     for (int s = 0; s < DA; s++) {
-        if (s < n_kt) {
-            if (!pv) kg_conv_tc_gather_a(p, s, BK, mt, &la, a_off, a_ih, a_iw, a_v[s]);
-            if (!bvec) kg_conv_tc_gather_b(p, s, BK, mt, &lb, b_row, b_v[s]);
+        if (kt_begin + s < kt_end) {
+            if (!pv) kg_conv_tc_gather_a(p, kt_begin + s, BK, mt, &la, a_off, a_ih, a_iw, a_v[s]);
+            if (!bvec) kg_conv_tc_gather_b(p, kt_begin + s, BK, mt, &lb, b_row, b_v[s]);
         }
     }
-    if (!pv) kg_conv_tc_put(sm, BK, &la, a_v[0]);
-    if (!bvec) kg_conv_tc_put(sm + BM * BK, BK, &lb, b_v[0]);
+    if (!pv) kg_conv_tc_put(sm + (kt_begin % ST) * stage, BK, &la, a_v[0]);
+    if (!bvec) kg_conv_tc_put(sm + (kt_begin % ST) * stage + BM * BK, BK, &lb, b_v[0]);
 
     const int warps_mn = (BM / WM) * (BN / WN);
     const int ks = warp / warps_mn, wmn = warp % warps_mn;
     const int wm = wmn % (BM / WM), wn = wmn / (BM / WM);
-    for (int kt0 = 0; kt0 < n_kt; kt0 += DA) {
+    for (int kt0 = kt_begin; kt0 < kt_end; kt0 += DA) {
 #pragma unroll
         for (int u = 0; u < DA; u++) {
             const int kt = kt0 + u;
-            if (kt < n_kt) {
+            if (kt < kt_end) {
                 kg_conv_cp_wait(ST - 2);
                 __syncthreads();
                 const int nb = kt + ST - 1;
-                if (pv && nb < n_kt)
+                if (pv && nb < kt_end)
                     kg_conv_tc_async_a(p, nb, sm + (nb % ST) * stage, BK, BM, threads, pv, a_mc, a_kr0, a_off, a_ih);
-                if (bvec && nb < n_kt) kg_conv_tc_async_b(p, nb, sm + (nb % ST) * stage + BM * BK, BK, &lb, b_row);
+                if (bvec && nb < kt_end) kg_conv_tc_async_b(p, nb, sm + (nb % ST) * stage + BM * BK, BK, &lb, b_row);
                 kg_conv_cp_commit();
-                if (kt + DA < n_kt) {
+                if (kt + DA < kt_end) {
                     if (!pv) kg_conv_tc_gather_a(p, kt + DA, BK, mt, &la, a_off, a_ih, a_iw, a_v[u]);
                     if (!bvec) kg_conv_tc_gather_b(p, kt + DA, BK, mt, &lb, b_row, b_v[u]);
                 }
@@ -545,7 +553,7 @@ static __device__ __forceinline__ void kg_conv_tc(const kg_conv *p, int t, const
 #pragma unroll
                 for (int s2 = 0; s2 < BK / 16 / KS; s2++)
                     kg_conv_tc_step(ta, tb, ks + s2 * KS, wm, wn, lane, BM, BK, WM, WN, mt, pv != 0, acc);
-                if (kt + 1 < n_kt) {
+                if (kt + 1 < kt_end) {
                     unsigned short *next = sm + ((kt + 1) % ST) * stage;
                     if (!pv) kg_conv_tc_put(next, BK, &la, a_v[(u + 1) % DA]);
                     if (!bvec) kg_conv_tc_put(next + BM * BK, BK, &lb, b_v[(u + 1) % DA]);
@@ -571,7 +579,37 @@ static __device__ __forceinline__ void kg_conv_tc(const kg_conv *p, int t, const
             e0[ld + 8] = acc[i][j][3];
         }
     __syncthreads();
-    kg_conv_epilogue(p, ep, ld, tm, tn, g, BM, BN, KS, threads);
+    if (SK > 1) {
+        /* the block's slices summed into its split's partial tile ([BN][BM]
+         * in the workspace); the last split puts the sum of all of them in
+         * slice 0 of ep */
+        float *part = kg_splitk_ws + (kg_i64)slot * SK * (BM * BN);
+#pragma unroll
+        for (int i = 0; i < (BM * BN + threads - 1) / threads; i++) {
+            int idx = tid + i * threads;
+            if (idx < BM * BN) {
+                float v = 0.0f;
+#pragma unroll
+                for (int s = 0; s < KS; s++) v += ep[(s * BN + idx / BM) * ld + idx % BM];
+                kg_st_cg(part + (kg_i64)split * (BM * BN) + idx, v);
+            }
+        }
+        if (!kg_splitk_arrive(slot, SK)) return; /* the whole block: not the tile's last split */
+#pragma unroll
+        for (int i = 0; i < (BM * BN + threads - 1) / threads; i++) {
+            int idx = tid + i * threads;
+            if (idx < BM * BN) {
+                float v = kg_ld_cg(part + idx);
+#pragma unroll
+                for (int s = 1; s < SK; s++) v += kg_ld_cg(part + (kg_i64)s * (BM * BN) + idx);
+                ep[(idx / BM) * ld + idx % BM] = v;
+            }
+        }
+        __syncthreads();
+        kg_conv_epilogue(p, ep, ld, tm, tn, g, BM, BN, 1, threads);
+    } else {
+        kg_conv_epilogue(p, ep, ld, tm, tn, g, BM, BN, KS, threads);
+    }
     __syncthreads(); /* the next rTask's prologue overwrites ep */
 }
 

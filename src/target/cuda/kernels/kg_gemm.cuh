@@ -44,12 +44,14 @@
  * contiguous extent of each operand (and its row stride) to be a multiple
  * of 8 elements and 16-byte aligned bases, which emit_gemm.c checks.
  *
- * Split-K. There is no workspace in the arena, so K is never split across
- * blocks (that needs fp32 partials and a semaphore). Instead a kg_gemm_tc
- * block may slice K between its warps (ks > 1: each slice of warps takes a
- * share of the k16 steps of every tile) and reduce the slices through
- * shared memory before the epilogue: deterministic, and it gives small-M
- * problems more warps per output tile.
+ * Split-K, two ways, both deterministic. Inside a block, kg_gemm_tc may
+ * slice K between its warps (ks > 1: each slice of warps takes a share of
+ * the k16 steps of every tile) and reduce the slices through shared memory
+ * before the epilogue. Across blocks (g->splits > 1, kg_gemm_tc only), the
+ * splits of one tile are separate rTasks, each over a contiguous range of
+ * k-tiles, summed through the workspace of kg.h (kg_splitk_arrive) before
+ * the last one runs the epilogue. That spreads a short-M, long-K product
+ * (BERT at batch 1: 128 x 768 x 3072) over every multiprocessor.
  */
 
 #define KG_DT_F32 0
@@ -82,6 +84,8 @@ typedef struct kg_gemm_args {
     float alpha, beta;     /* C = alpha AB + beta bias + res */
     int act;               /* KG_ACT_* */
     float act_p0, act_p1;  /* the activation's parameters */
+    int splits, split;     /* split-K across blocks: this rTask's share of K */
+    int slot;              /* the tile's index in kg_splitk_sem (splits > 1) */
 } kg_gemm_args;
 
 /* ---- loads, stores and the epilogue -------------------------------------------- */
@@ -284,6 +288,47 @@ static __device__ __forceinline__ void kg_gemm_load_ab(const kg_gemm_args *g, un
         kg_gemm_tc_load(sb, b + (kg_i64)k0 * g->ldb + n0, g->ldb, g->k - k0, g->n - n0, bk, bn, n_threads, atoms);
 }
 
+/* Split-K across blocks, after the block's own k-tiles: slice 0's warps
+ * write their accumulators (warp tile fragments, `at` = this lane's first
+ * float, one float per lane per entry: coalesced) to the split's partial
+ * tile of `tile` floats; the block counts itself in; the last block of the
+ * tile gets, in acc, the sum of every split's partial in split order, and
+ * true. Every thread of the block calls it (it synchronises). L2 only
+ * (.cg): another SM's partials must not come from this SM's L1. */
+static __device__ __forceinline__ bool kg_gemm_splitk_last(const kg_gemm_args *g,
+                                                           float (*acc)[KG_GEMM_NI_MAX][4], const int mi_n,
+                                                           const int ni_n, const int tile, int slice, int at)
+{
+    float *part = kg_splitk_ws + (kg_i64)g->slot * g->splits * tile + at;
+    if (slice == 0) {
+        float *dst = part + (kg_i64)g->split * tile;
+#pragma unroll
+        for (int i = 0; i < mi_n; i++)
+#pragma unroll
+            for (int j = 0; j < ni_n; j++)
+#pragma unroll
+                for (int v = 0; v < 4; v++) kg_st_cg(dst + ((i * ni_n + j) * 4 + v) * 32, acc[i][j][v]);
+    }
+    if (!kg_splitk_arrive(g->slot, g->splits)) return false;
+    if (slice == 0) {
+        /* splits is a constant here: every load is issued before the sums
+         * wait (a loop over the splits would wait one L2 trip per split) */
+#pragma unroll
+        for (int i = 0; i < mi_n; i++)
+#pragma unroll
+            for (int j = 0; j < ni_n; j++)
+#pragma unroll
+                for (int v = 0; v < 4; v++) {
+                    const float *src = part + ((i * ni_n + j) * 4 + v) * 32;
+                    float sum = kg_ld_cg(src);
+#pragma unroll
+                    for (int s = 1; s < g->splits; s++) sum += kg_ld_cg(src + (kg_i64)s * tile);
+                    acc[i][j][v] = sum;
+                }
+    }
+    return true;
+}
+
 /*
  * C tile (tm, tn) of g on tensor cores. bm x bn block tile, bk deep k-tiles,
  * wm x wn warp tiles (16 <= wm <= 64 in steps of 16, 16 <= wn <= 64 in steps
@@ -306,7 +351,9 @@ static __device__ __forceinline__ void kg_gemm_tc(const kg_gemm_args *g, int tm,
     const int slice = warp / slice_warps, wi = warp % slice_warps;
     const int wrow = (wi / warps_n) * wm, wcol = (wi % warps_n) * wn;
     const int m0 = tm * bm, n0 = tn * bn;
-    const int k_tiles = (g->k + bk - 1) / bk;
+    /* this split's k-tiles kt0 .. kt1 - 1 (all of them when splits == 1) */
+    const int k_tiles = (g->k + bk - 1) / bk, k_per = (k_tiles + g->splits - 1) / g->splits;
+    const int kt0 = g->split * k_per, kt1 = kt0 + k_per < k_tiles ? kt0 + k_per : k_tiles;
     const unsigned smem = kg_smem_addr(kg_smem);
     const unsigned smem_b = smem + stages * a_bytes;
 
@@ -318,7 +365,8 @@ static __device__ __forceinline__ void kg_gemm_tc(const kg_gemm_args *g, int tm,
 
 #pragma unroll
     for (int s = 0; s < stages - 1; s++) {
-        if (s < k_tiles) kg_gemm_load_ab(g, smem + s * a_bytes, smem_b + s * b_bytes, m0, n0, s, bm, bn, bk, n_threads, 0);
+        if (kt0 + s < kt1)
+            kg_gemm_load_ab(g, smem + s * a_bytes, smem_b + s * b_bytes, m0, n0, kt0 + s, bm, bn, bk, n_threads, 0);
         kg_cp_async_commit();
     }
 
@@ -326,12 +374,12 @@ static __device__ __forceinline__ void kg_gemm_tc(const kg_gemm_args *g, int tm,
     unsigned af[2][KG_GEMM_MI_MAX][4], bf[2][KG_GEMM_NI_MAX][2];
     int stage = 0;
 #pragma unroll 1
-    for (int kt = 0; kt < k_tiles; kt++) {
+    for (int kt = kt0; kt < kt1; kt++) {
         kg_cp_async_wait(stages - 2);
         __syncthreads();
         {
             int nk = kt + stages - 1, ns = stage == 0 ? stages - 1 : stage - 1;
-            if (nk < k_tiles)
+            if (nk < kt1)
                 kg_gemm_load_ab(g, smem + ns * a_bytes, smem_b + ns * b_bytes, m0, n0, nk, bm, bn, bk, n_threads, 0);
             kg_cp_async_commit();
         }
@@ -401,6 +449,9 @@ static __device__ __forceinline__ void kg_gemm_tc(const kg_gemm_args *g, int tm,
             }
         }
     }
+
+    if (g->splits > 1 && !kg_gemm_splitk_last(g, acc, mi_n, ni_n, bm * bn, slice, wi * mi_n * ni_n * 4 * 32 + lane))
+        return; /* not the last split of the tile (the whole block returns) */
 
     if (slice == 0) {
         const int gr = lane >> 2, gc = (lane & 3) * 2;
