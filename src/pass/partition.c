@@ -5,15 +5,17 @@
  * Nodes are visited in topological order. A contraction (Conv, MatMul,
  * Gemm) absorbs its single-consumer epilogue chain: a scale by a constant
  * scalar, a constant bias, a residual of the output's shape, one
- * activation. Elementwise nodes join the group of an elementwise producer
+ * activation (also the five-node erf GELU of ONNX exports, which reads its
+ * input twice). Elementwise nodes join the group of an elementwise producer
  * with the same output shape when every other input comes from a group
  * created earlier, which keeps the group order a valid schedule. Nodes the
  * target cannot compile become fallback segments, merged by the same rule.
  * Nodes whose results nobody reads (ONNX allows them) get no group.
  *
  * Targets with kernels for whole patterns (pass_support.patterns) get them
- * as one group: attention (MatMul-Softmax-MatMul with the scale, mask and
- * operand Transposes around it, FlashAttention's fusion) and RMSNorm. They
+ * as one group: attention (MatMul-Softmax-MatMul with the scale, mask,
+ * operand Transposes and an output Transpose keeping the head dim last
+ * around it, FlashAttention's fusion) and RMSNorm. They
  * are matched before the walk; the walk skips their nodes until it reaches
  * the last one, where every input of the pattern has been produced.
  */
@@ -110,18 +112,22 @@ static kiln_status add_node(builder *b, int gi, ir_node *n)
     return KILN_OK;
 }
 
-/* Every input of n comes from group gi, or from a group created before it
- * (or is an input or constant): adding n to gi keeps the order valid. */
+/* Input v of node n comes from group gi, or from a group created before it
+ * (or is an input or constant). */
+static bool input_before(const builder *b, const ir_node *n, const ir_value *v, int gi)
+{
+    if (!v || v->graph != n->graph) return true;
+    int pg = b->value_grp[v->id];
+    if (pg > gi) return false;
+    /* produced by a node not placed in any group yet: it comes later */
+    return !(pg < 0 && v->producer && !v->is_const);
+}
+
+/* Every input of n is input_before: adding n to gi keeps the order valid. */
 static bool inputs_before(const builder *b, const ir_node *n, int gi)
 {
-    for (int j = 0; j < n->n_in; j++) {
-        const ir_value *v = n->in[j];
-        if (!v || v->graph != n->graph) continue;
-        int pg = b->value_grp[v->id];
-        if (pg > gi) return false;
-        /* produced by a node not placed in any group yet: it comes later */
-        if (pg < 0 && v->producer && !v->is_const) return false;
-    }
+    for (int j = 0; j < n->n_in; j++)
+        if (!input_before(b, n, n->in[j], gi)) return false;
     return true;
 }
 
@@ -182,6 +188,81 @@ static bool bias_fits(const sched_group *grp, const ir_value *out, const ir_valu
     return b->rank >= 1 && b->dims[b->rank - 1] == o->dims[o->rank - 1];
 }
 
+/* v is a constant scalar within 1e-6 relative of want (exporters round
+ * the constants of spelled-out activations to float32, or to 8 digits). */
+static bool is_scalar_near(const ir_value *v, double want)
+{
+    double c;
+    return is_const_scalar(v, &c) && fabs(c - want) <= 1e-6 * fabs(want);
+}
+
+/* The input of the two-input node n that is not v; NULL when n does not
+ * read v, or reads it twice. */
+static const ir_value *other_input(const ir_node *n, const ir_value *v)
+{
+    if (n->n_in != 2 || (n->in[0] == v) == (n->in[1] == v)) return NULL;
+    return n->in[0] == v ? n->in[1] : n->in[0];
+}
+
+/* The first output of n, NULL when it has none. */
+static const ir_value *out0(const ir_node *n) { return n->n_out >= 1 ? n->out[0] : NULL; }
+
+/* GELU in the erf form ONNX exporters spell out (opset-17 PyTorch: BERT,
+ * ViT), starting at x:
+ *     Div(x, sqrt 2) or Mul(x, 1/sqrt 2) -> Erf -> Add(., 1) -> Mul(x, .) -> Mul(., 0.5)
+ * or with the halving first, Mul(x, 0.5) -> Mul(., the Add's output);
+ * either operand order for Mul and Add. These nodes must be x's only two
+ * readers and each intermediate must be read once. OUT: nodes[5]: the
+ * scaling, Erf, Add, the Mul reading x, the last Mul (in this order,
+ * a topological one for both spellings). Shapes and dtypes are the caller's
+ * to check. */
+static bool match_gelu_erf(const ir_graph *g, const ir_value *x, ir_node **nodes)
+{
+    if (x->is_output || x->n_uses != 2) return false;
+    ir_node *rd[2];
+    int n_rd = 0;
+    for (int i = 0; i < g->n_nodes && n_rd < 2; i++) {
+        ir_node *n = g->nodes[i];
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] == x) {
+                rd[n_rd++] = n;
+                break;
+            }
+    }
+    if (n_rd != 2) return false; /* one node reads x twice */
+    for (int k = 0; k < 2; k++) {
+        ir_node *sc = rd[k], *mx = rd[1 - k];
+        const ir_value *c = other_input(sc, x);
+        bool scales = c && out0(sc) &&
+                      ((sc->op == KILN_OP_DIV && sc->in[0] == x && is_scalar_near(c, 1.4142135623730951)) ||
+                       (sc->op == KILN_OP_MUL && is_scalar_near(c, 0.7071067811865476)));
+        if (!scales || mx->op != KILN_OP_MUL || !out0(mx)) continue;
+        ir_node *erf = sole_consumer(g, sc->out[0]);
+        if (!erf || erf->op != KILN_OP_ERF || !out0(erf)) continue;
+        ir_node *add = sole_consumer(g, erf->out[0]);
+        if (!add || add->op != KILN_OP_ADD || !out0(add) || !is_scalar_near(other_input(add, erf->out[0]), 1.0))
+            continue;
+        ir_node *after = sole_consumer(g, add->out[0]), *last;
+        if (after == mx) { /* Mul(x, 1 + erf) -> Mul(., 0.5) */
+            last = sole_consumer(g, mx->out[0]);
+            if (!last || last->op != KILN_OP_MUL || !is_scalar_near(other_input(last, mx->out[0]), 0.5)) continue;
+        } else { /* Mul(x, 0.5) -> Mul(., 1 + erf) */
+            last = after;
+            if (!last || last->op != KILN_OP_MUL || !is_scalar_near(other_input(mx, x), 0.5) ||
+                sole_consumer(g, mx->out[0]) != last || other_input(last, mx->out[0]) != add->out[0])
+                continue;
+        }
+        if (!out0(last)) continue;
+        nodes[0] = sc;
+        nodes[1] = erf;
+        nodes[2] = add;
+        nodes[3] = mx;
+        nodes[4] = last;
+        return true;
+    }
+    return false;
+}
+
 static int act_of(const ir_node *n)
 {
     switch (n->op) {
@@ -202,6 +283,26 @@ static int act_of(const ir_node *n)
     }
 }
 
+/* The five nodes of match_gelu_erf on cur can join group gi after cur's
+ * producer: each belongs to no pattern, keeps cur's shape in float32, and
+ * reads only what the group or the nodes before it produce, or earlier
+ * groups, inputs and constants. */
+static bool gelu_fits(const builder *b, ir_node *const *nodes, const ir_value *cur, int gi)
+{
+    for (int k = 0; k < 5; k++) {
+        const ir_node *n = nodes[k];
+        const ir_value *o = n->out[0];
+        if (b->pattern_of[n->id] >= 0 || o->t.dtype != KILN_F32 || !o->shape_known || !ir_same_shape(&o->t, &cur->t))
+            return false;
+        for (int j = 0; j < n->n_in; j++) {
+            bool inside = false;
+            for (int i = 0; i < k; i++) inside |= n->in[j] == nodes[i]->out[0];
+            if (!inside && !input_before(b, n, n->in[j], gi)) return false;
+        }
+    }
+    return true;
+}
+
 /* Absorbs the epilogue chain after a contraction anchor. */
 static kiln_status fuse_epilogue(builder *b, const ir_graph *g, int gi)
 {
@@ -211,6 +312,15 @@ static kiln_status fuse_epilogue(builder *b, const ir_graph *g, int gi)
     bool has_bias = anchor->op != KILN_OP_MAT_MUL && anchor->n_in > 2 && anchor->in[2]; /* Conv B, Gemm C */
     bool has_res = false, has_act = false, any = has_bias;
     while (cur && cur->t.dtype == KILN_F32) {
+        /* the erf GELU reads cur twice, so it is no chain of sole consumers */
+        ir_node *gelu[5];
+        if (!has_act && match_gelu_erf(g, cur, gelu)) {
+            if (!gelu_fits(b, gelu, cur, gi)) break;
+            for (int k = 0; k < 5; k++) KILN_TRY(add_node(b, gi, gelu[k]));
+            has_act = any = true;
+            cur = gelu[4]->out[0];
+            continue;
+        }
         ir_node *n = sole_consumer(g, cur);
         if (!n || n->n_out < 1 || !n->out[0] || !n->out[0]->shape_known || !ir_same_shape(&n->out[0]->t, &cur->t))
             break;
@@ -252,6 +362,15 @@ kiln_status pass_group_epilogue(const sched_group *grp, pass_epilogue *ep, base_
     const ir_value *cur = anchor->out[0];
     for (int i = 1; i < grp->n_nodes; i++) {
         const ir_node *n = grp->nodes[i];
+        ir_node *gelu[5];
+        if (i + 5 <= grp->n_nodes && match_gelu_erf(anchor->graph, cur, gelu) &&
+            memcmp(gelu, grp->nodes + i, sizeof(gelu)) == 0) {
+            /* fuse_epilogue's order */
+            ep->act = PASS_ACT_GELU;
+            cur = gelu[4]->out[0];
+            i += 4;
+            continue;
+        }
         const ir_value *other = n->n_in > 1 ? (n->in[0] == cur ? n->in[1] : n->in[0]) : NULL;
         double s;
         if (n->op == KILN_OP_MUL && is_const_scalar(other, &s)) ep->scale *= (float)s;
@@ -397,8 +516,9 @@ static bool broadcasts_into(const ir_tensor *m, const ir_tensor *t)
     return true;
 }
 
-/* Attention ending at Softmax `sm`: MatMul(q, kt) [scalar Mul/Div]*
- * [Add(mask)] -> sm -> MatMul(., v), every intermediate read once. */
+/* Attention around Softmax `sm`: MatMul(q, kt) [scalar Mul/Div]*
+ * [Add(mask)] -> sm -> MatMul(., v) [-> Transpose], every intermediate
+ * read once. */
 static bool match_attention(const ir_graph *g, ir_node *sm, pattern *pt, pass_attention *at)
 {
     memset(pt, 0, sizeof(*pt));
@@ -448,6 +568,7 @@ static bool match_attention(const ir_graph *g, ir_node *sm, pattern *pt, pass_at
         return false;
     at->scores = mm1->out[0];
     at->out = mm2->out[0];
+    for (int i = 0; i < r; i++) at->out_perm[i] = i;
 
     /* q [.., Sq, D] kt [.., D, Sk] -> scores [.., Sq, Sk]; v [.., Sk, Dv] -> out [.., Sq, Dv] */
     const ir_tensor *q = &mm1->in[0]->t, *kt = &mm1->in[1]->t, *vt = &mm2->in[1]->t;
@@ -461,7 +582,21 @@ static bool match_attention(const ir_graph *g, ir_node *sm, pattern *pt, pass_at
     if (kt->dims[kt->rank - 2] != D || vt->dims[vt->rank - 2] != sc->dims[r - 1]) return false;
     for (int i = 0; i < r - 2; i++)
         if (o->dims[i] != sc->dims[i]) return false; /* v must not widen the batch */
-    return o->dims[r - 2] == sc->dims[r - 2] && o->dims[r - 1] == Dv;
+    if (o->dims[r - 2] != sc->dims[r - 2] || o->dims[r - 1] != Dv) return false;
+
+    /* A Transpose after the second MatMul that keeps the head dim last (the
+     * heads merging back): the kernel writes through it, as the output
+     * rows stay contiguous. Without it the pattern still matches. */
+    ir_node *tr = sole_consumer(g, at->out);
+    int tp[IR_MAX_RANK];
+    if (tr && tr->op == KILN_OP_TRANSPOSE && tr->in[0] == at->out && transpose_perm(tr, tp) && tp[r - 1] == r - 1 &&
+        tr->n_out == 1 && tr->out[0] && tr->out[0]->shape_known && tr->out[0]->t.rank == r &&
+        tr->out[0]->t.dtype == dt && pattern_take(pt, tr)) {
+        memcpy(at->out_perm, tp, (size_t)r * sizeof(int));
+        at->out_transposed = true;
+        at->out = tr->out[0];
+    }
+    return true;
 }
 
 /* ReduceMean over the last axis of a rank-r input, keeping it. */

@@ -10,7 +10,8 @@
  * with a kernel for the whole pattern (pass_support.patterns). */
 enum {
     /* MatMul(Q, K^T) [Mul|Div by a scalar] [Add(mask)] -> Softmax(last axis)
-     * -> MatMul(., V): one SCHED_GROUP_ATTENTION (pass_group_attention) */
+     * -> MatMul(., V) [-> Transpose keeping the last dim]: one
+     * SCHED_GROUP_ATTENTION (pass_group_attention) */
     PASS_PATTERN_ATTENTION = 1 << 0,
     /* Pow(x, 2) or Mul(x, x) -> ReduceMean(last axis) -> Add(eps) -> Sqrt
      * -> Div(x, .) (or Reciprocal / Div(1, .) and Mul by x) [-> Mul(scale)]:
@@ -83,7 +84,13 @@ typedef struct pass_attention {
     const ir_value *mask;       /* broadcast to [.., Sq, Sk]; NULL when none */
     double scale;               /* scalar Mul/Div on q, kt or the scores (1 when none) */
     const ir_value *scores;     /* the first MatMul's output (its shape; no place) */
-    const ir_value *out;        /* the second MatMul's output [.., Sq, Dv] */
+    /* The value written: the second MatMul's output o [.., Sq, Dv], or the
+     * output of a Transpose that only o feeds and that keeps o's last dim
+     * last (BERT's and ViT's heads merge: perm 0,2,1,3). Then dim i of out
+     * is dim out_perm[i] of o, whose shape is scores' batch dims, Sq, Dv. */
+    const ir_value *out;
+    bool out_transposed;
+    int out_perm[IR_MAX_RANK];  /* identity when !out_transposed */
 } pass_attention;
 
 kiln_status pass_group_attention(const sched_group *grp, pass_attention *at, base_diag *d);

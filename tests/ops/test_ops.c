@@ -14,7 +14,8 @@
  * Artifacts are built for 1 and 2 threads alternately. A case also says
  * where its nodes must run: compiled from templates (the point of most
  * cases: a case that silently fell back would test nothing), in a fallback
- * segment (the cases for the fallback path), or either.
+ * segment (the cases for the fallback path), or either; a case that tests
+ * a fusion also says how many groups the partition must make of it.
  *
  * The completeness check is the rule "an op without a differential case is
  * not supported on the target": every op that no compiled case covers must
@@ -169,6 +170,8 @@ typedef struct tc {
     int n_in;
     ir_tensor in[MB_MAX];       /* data of the graph inputs, in order */
     char desc[512];             /* attributes and other choices, for the report */
+    int want_groups;            /* > 0: the groups the partition must make (a case that tests a fusion) */
+    unsigned want_patterns;     /* PASS_PATTERN_* the target must have for want_groups to apply */
     void *keep[MAX_KEEP];       /* names and initializer data, freed with the case */
     int n_keep;
     int n_nodes;
@@ -1035,6 +1038,91 @@ static void b_matmul_gelu(tc *c)
         tc_node(c, "Mul", "ht,half", "y");
     }
     tc_out(c, "y");
+}
+
+/* MatMul -> Add(bias) -> the erf GELU as opset-17 exports spell it, which
+ * the partition makes the contraction's epilogue activation: both node
+ * orders (Mul by x then by 0.5, or by 0.5 first), Div by sqrt 2 or Mul by
+ * 1/sqrt 2 (constants rounded as exporters write them), operands either way
+ * round. Shape 3 also outputs the GELU's input, which keeps it unfused. */
+static void b_matmul_gelu_erf(tc *c)
+{
+    int ra, rb;
+    int64_t da[4], db[4], N;
+    matmul_shapes(c, &ra, da, &rb, db, &N);
+    bool half_first = c->variant & 1, swap = c->variant == 1 || c->variant == 2;
+    tc_input(c, "a", KILN_F32, ra, da, G_NORMAL);
+    tc_const(c, "w", KILN_F32, 2, (int64_t[]){db[rb - 2], N}, G_NORMAL);
+    tc_const(c, "bias", KILN_F32, 1, &N, G_NORMAL);
+    tc_node(c, "MatMul", "a,w", "mm");
+    tc_node(c, "Add", "mm,bias", "h");
+    tc_scalar(c, "half", KILN_F32, 0.5);
+    tc_scalar(c, "one", KILN_F32, 1.0);
+    if (c->variant == 1 || c->variant == 2) {
+        tc_scalar(c, "rsqrt2", KILN_F32, 0.70710678);
+        tc_node(c, "Mul", swap ? "rsqrt2,h" : "h,rsqrt2", "hs");
+    } else {
+        tc_scalar(c, "sqrt2", KILN_F32, c->variant ? 1.41421356 : 1.4142135623730951);
+        tc_node(c, "Div", "h,sqrt2", "hs");
+    }
+    tc_node(c, "Erf", "hs", "e");
+    tc_node(c, "Add", swap ? "one,e" : "e,one", "e1");
+    if (half_first) {
+        tc_node(c, "Mul", swap ? "half,h" : "h,half", "hh");
+        tc_node(c, "Mul", swap ? "e1,hh" : "hh,e1", "y");
+    } else {
+        tc_node(c, "Mul", swap ? "e1,h" : "h,e1", "he");
+        tc_node(c, "Mul", swap ? "half,he" : "he,half", "y");
+    }
+    tc_note(c, "%s, %s%s", half_first ? "0.5 x first" : "x (1 + erf) first",
+            c->variant == 1 || c->variant == 2 ? "Mul by 1/sqrt 2" : "Div by sqrt 2", swap ? ", operands swapped" : "");
+    tc_out(c, "y");
+    if (c->variant == 3) tc_out(c, "h"); /* a fused GELU would leave h unwritten */
+    else c->want_groups = 1;
+}
+
+/* Attention as BERT and ViT export it: MatMul(q, Transpose(k)) -> Div(sqrt
+ * d) [-> Add(mask)] -> Softmax -> MatMul(., v) -> Transpose that keeps the
+ * head dim last, rank 4 (perm 0,2,1,3, then Reshape and a projection in
+ * shape 1) or rank 3 (perm 1,0,2). Targets with an attention kernel make
+ * it one group that writes through the trailing Transpose. */
+static void b_attention_transposed(tc *c)
+{
+    bool r4 = c->variant < 2, mask = c->variant & 1;
+    int64_t B = rdim(c, 1, 2), H = rdim(c, 1, 4), Sq = rdim(c, 1, 40), Sk = rdim(c, 1, 70);
+    int64_t D = c->variant == 3 ? rdim(c, 1, 24) : 16 * rint_(c, 1, 4), Dv = c->variant == 3 ? rdim(c, 1, 24) : D;
+    int64_t dq[4] = {B, H, Sq, D}, dk[4] = {B, H, Sk, D}, dv[4] = {B, H, Sk, Dv};
+    int off = r4 ? 0 : 1, rank = 4 - off;
+    tc_input(c, "q", KILN_F32, rank, dq + off, G_NORMAL);
+    tc_input(c, "k", KILN_F32, rank, dk + off, G_NORMAL);
+    tc_input(c, "v", KILN_F32, rank, dv + off, G_NORMAL);
+    ais(c, tc_node(c, "Transpose", "k", "kt"), "perm", rank, r4 ? (int64_t[]){0, 1, 3, 2} : (int64_t[]){0, 2, 1});
+    tc_node(c, "MatMul", "q,kt", "s");
+    tc_scalar(c, "sqrt_d", KILN_F32, sqrt((double)D));
+    tc_node(c, "Div", "s,sqrt_d", "ss");
+    if (mask) {
+        int64_t dm[4] = {B, 1, 1, Sk};
+        tc_input(c, "mask", KILN_F32, rank, dm + off, G_NORMAL);
+        tc_node(c, "Add", "ss,mask", "sm");
+    }
+    ai(c, tc_node(c, "Softmax", mask ? "sm" : "ss", "p"), "axis", -1);
+    tc_node(c, "MatMul", "p,v", "o");
+    ais(c, tc_node(c, "Transpose", "o", "y"), "perm", rank, r4 ? (int64_t[]){0, 2, 1, 3} : (int64_t[]){1, 0, 2});
+    tc_note(c, "rank %d%s", rank, mask ? ", mask" : "");
+    c->want_patterns = PASS_PATTERN_ATTENTION;
+    if (c->variant == 1) {
+        /* BERT: the heads merged, then the output projection */
+        int64_t E = rdim(c, 1, 20);
+        tc_ints(c, "merged", 3, (int64_t[]){B, Sq, H * Dv});
+        tc_const(c, "wo", KILN_F32, 2, (int64_t[]){H * Dv, E}, G_NORMAL);
+        tc_node(c, "Reshape", "y,merged", "ym");
+        tc_node(c, "MatMul", "ym,wo", "z");
+        tc_out(c, "z");
+        c->want_groups = 3; /* attention, the Reshape's alias, the projection */
+    } else {
+        tc_out(c, "y");
+        c->want_groups = 1;
+    }
 }
 
 /* Attention-style MatMul(A, B fed) -> scale (Mul or Div by a constant) ->
@@ -2528,6 +2616,8 @@ static const op_case case_table[] = {
     CASE("MatMul/long_K", b_matmul_long_k),
     FB("MatMul/broadcast_batch_or_1d", b_matmul_bcast, 2),
     CASE("MatMul+Add+Gelu", b_matmul_gelu),
+    CASE("MatMul+Add+GELU/erf_epilogue", b_matmul_gelu_erf),
+    CASE("Attention/transposed_output", b_attention_transposed),
     CASE("MatMul+scale+residual+act", b_matmul_scale_res),
     CASE("Gemm", b_gemm),
     CASE("Gemm+act", b_gemm_act),
@@ -2761,6 +2851,13 @@ static int run_shape(const op_case *cs, int variant, int n_threads, char *why, s
         goto out;
     }
     *fallback_nodes = rep.n_fallback_nodes;
+    int n_groups = 0;
+    for (int k = 0; k < SCHED_GROUP_KIND_COUNT; k++) n_groups += rep.n_groups_by_kind[k];
+    if (c.want_groups > 0 && (tgt->patterns & c.want_patterns) == c.want_patterns && n_groups != c.want_groups) {
+        snprintf(why, n_why, "%s %s: %d groups; the fusion the case tests leaves %d", ins, c.desc, n_groups,
+                 c.want_groups);
+        goto out;
+    }
     if (compile_only) {
         snprintf(why, n_why, "%s %s: compiled (%d fallback)", ins, c.desc, rep.n_fallback_nodes);
         rc = 0;

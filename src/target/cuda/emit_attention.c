@@ -9,14 +9,18 @@
  * absorbed, the scale, the mask. Here they become element strides over a
  * canonical [batch, head, rows, cols] view: the scores' batch dims are
  * (batch, head) aligned right, a dim an operand broadcasts gets stride 0.
- * The output is the second MatMul's, contiguous [.., Sq, Dv].
+ * The output is the second MatMul's [.., Sq, Dv], contiguous, or seen
+ * through the Transpose the group absorbed after it (pass_attention's
+ * out_perm): its rows keep a contiguous head dim but lie apart, e.g. the
+ * heads of BERT's [b, s, h, d] interleaved.
  *
  * Kernel choice: the tensor-core kernel when q, k and v are stored in the
- * same 16-bit type, their head dims are multiples of 16 up to 128 and
- * their rows are 16-byte aligned with contiguous head dims (k either way
- * round); the fp32 SIMT kernel otherwise. The warps per block (query rows
- * per rTask) are offered to the tuner; without a tuning result, the most
- * warps (up to 4) that still give every multiprocessor an rTask.
+ * same 16-bit type, their head dims are multiples of 16 up to 128, their
+ * rows are 16-byte aligned with contiguous head dims (k either way round)
+ * and the output's strides are even; the fp32 SIMT kernel otherwise. The
+ * warps per block (query rows per rTask) are offered to the tuner; without
+ * a tuning result, the most warps (up to 4) that still give every
+ * multiprocessor an rTask.
  */
 #include "target/cuda/cuda-impl.h"
 
@@ -118,15 +122,28 @@ static kiln_status att_problem_of(const cg_emitter *e, const sched_group *grp, a
         pb->m.r = rm >= 2 && m->dims[rm - 2] != 1 ? st[rm - 2] : 0;
         if (rm >= 2) batch_strides(rm, m->dims, st, &pb->m);
     }
-    pb->o = (att_view){.b = pb->heads * pb->sq * pb->dv, .h = pb->sq * pb->dv, .r = pb->dv, .c = 1};
+    /* out = transpose(o): out's dim i is o's dim perm[i], so o's dim perm[i]
+     * steps by out's contiguous stride i */
+    int64_t ost[IR_MAX_RANK], odims[IR_MAX_RANK];
+    contiguous_strides(&at->out->t, st);
+    for (int i = 0; i < r; i++) {
+        ost[at->out_perm[i]] = st[i];
+        odims[at->out_perm[i]] = at->out->t.dims[i];
+    }
+    batch_strides(r, odims, ost, &pb->o);
+    pb->o.r = ost[r - 2];
+    pb->o.c = ost[r - 1];
 
     kiln_dtype tq = cg_store(e, at->q.v), tk = cg_store(e, at->kt.v), tv = cg_store(e, at->v.v);
     pb->k_rows = pb->k.c == 1;
     bool k_ok = pb->k_rows ? mult8(pb->k.r) : pb->k.r == 1 && mult8(pb->k.c);
+    /* the mma kernel stores pairs of columns as one 4- or 8-byte word where
+     * the head dim is contiguous: even strides keep them aligned */
+    bool o_ok = pb->o.c != 1 || (pb->o.r % 2 == 0 && pb->o.h % 2 == 0 && pb->o.b % 2 == 0);
     pb->mma = (tq == KILN_F16 || tq == KILN_BF16) && tk == tq && tv == tq && pb->d % 16 == 0 &&
               pb->d <= MMA_MAX_HEAD && pb->dv % 16 == 0 && pb->dv <= MMA_MAX_HEAD && pb->q.c == 1 && pb->v.c == 1 &&
               k_ok && mult8(pb->q.r) && mult8(pb->v.r) && mult8(pb->q.b) && mult8(pb->q.h) && mult8(pb->k.b) &&
-              mult8(pb->k.h) && mult8(pb->v.b) && mult8(pb->v.h);
+              mult8(pb->k.h) && mult8(pb->v.b) && mult8(pb->v.h) && o_ok;
     return KILN_OK;
 }
 
@@ -182,10 +199,11 @@ static kiln_status emit_with(cg_emitter *e, const sched_group *grp, const att_pr
     KILN_TRY(cg_need(e, "kg_attention.cuh"));
     cg_comment(s, grp);
     base_str_printf(s,
-                    "/* softmax(%g q k^T%s) v: %lld x %lld heads, %lld queries x %lld keys, d %lld, dv %lld;\n"
+                    "/* softmax(%g q k^T%s) v%s: %lld x %lld heads, %lld queries x %lld keys, d %lld, dv %lld;\n"
                     " * %s, %d warp%s (%d query rows) per rTask%s */\n",
-                    at->scale, at->mask ? " + mask" : "", (long long)pb->batch, (long long)pb->heads,
-                    (long long)pb->sq, (long long)pb->sk, (long long)pb->d, (long long)pb->dv,
+                    at->scale, at->mask ? " + mask" : "", at->out_transposed ? ", transposed" : "",
+                    (long long)pb->batch, (long long)pb->heads, (long long)pb->sq, (long long)pb->sk,
+                    (long long)pb->d, (long long)pb->dv,
                     pb->mma ? "kg_att_mma (tensor cores)" : "kg_att_simt (fp32)", warps, warps > 1 ? "s" : "",
                     rows_per_warp(pb) * warps,
                     pb->mma ? (pb->k_rows ? ", k stored [key][d]" : ", k stored [d][key]") : "");

@@ -27,7 +27,8 @@
  *     score accumulators to p v's A fragments without leaving registers
  *     (FlashAttention-2 section 3.3). k may be stored [key][d] (ldmatrix)
  *     or [d][key] (ldmatrix .trans); v is [key][dv]. Head dims: multiples
- *     of 16 up to 128.
+ *     of 16 up to 128. Where o_d is 1, column pairs are stored as one word:
+ *     o's other strides must be even.
  *   - kg_att_simt, for any storage (fp32 above all) and any strides: 4 query
  *     rows per warp, 32 keys per tile, a lane per key for the scores and
  *     lanes across dv for the output, in fp32 FMAs. Head dims up to 256.
