@@ -99,11 +99,11 @@ KILN_API kiln_status kiln_rt_stage_profile(const kiln_rt_model *m, int stage, co
 KILN_API size_t kiln_rt_arena_bytes(const kiln_rt_model *m);
 KILN_API size_t kiln_rt_weight_bytes(const kiln_rt_model *m);
 KILN_API int kiln_rt_num_threads(const kiln_rt_model *m);
-/* The target the artifact was built for: "c" or "cuda". */
-KILN_API const char *kiln_rt_target(const kiln_rt_model *m);
-
 /* The target the artifact was compiled for: "c" or "cuda"; NULL for NULL. */
 KILN_API const char *kiln_rt_target(const kiln_rt_model *m);
+/* The storage precision of a cuda artifact: "fp32", "fp16" or "bf16"; NULL
+ * for the c target (float32 throughout) and for NULL. */
+KILN_API const char *kiln_rt_precision(const kiln_rt_model *m);
 /* What one run issues: *kernels kernel launches, from *graphs CUDA graph
  * launches (0 while profiling). Both 0 for target "c". */
 KILN_API kiln_status kiln_rt_num_launches(const kiln_rt_model *m, int *kernels, int *graphs);

@@ -670,10 +670,10 @@ static const char *target_of(const cli_args *a)
 }
 
 /* "c target, 2 threads" / "cuda target, fp16": where a model runs, for reports. */
-static const char *where(const kiln_rt_model *rm, const cli_args *a, char *buf, size_t n)
+static const char *where(const kiln_rt_model *rm, char *buf, size_t n)
 {
     if (strcmp(kiln_rt_target(rm), "cuda") == 0)
-        snprintf(buf, n, "cuda target, %s", a->precision ? a->precision : "fp32");
+        snprintf(buf, n, "cuda target, %s", kiln_rt_precision(rm) ? kiln_rt_precision(rm) : "fp32");
     else
         snprintf(buf, n, "c target, %d thread%s", kiln_rt_num_threads(rm), kiln_rt_num_threads(rm) == 1 ? "" : "s");
     return buf;
@@ -867,7 +867,7 @@ static int cmd_run(int argc, char **argv)
                 printf("compiled for the %s target in %.2f s: %d stages, %d nodes in fallback segments; arena %.2f MB\n"
                        "outputs (%s, %.3f ms; first run %.3f ms)\n",
                        target_of(&a), rep.seconds_total, rep.n_stages, rep.n_fallback_nodes,
-                       (double)rep.arena_bytes / 1e6, where(rm, &a, wbuf, sizeof(wbuf)), (t1 - t0) * 1e3, first * 1e3);
+                       (double)rep.arena_bytes / 1e6, where(rm, wbuf, sizeof(wbuf)), (t1 - t0) * 1e3, first * 1e3);
             for (int i = 0; i < g->n_outputs; i++) print_summary(g->outputs[i]->name, &outs[i]);
         }
         if (a.check && !interp) {
@@ -1030,7 +1030,7 @@ static int cmd_bench(int argc, char **argv)
                    a.path, kiln_rt_target(rm), threads, rep.seconds_total, first * 1e3, mn * 1e3, med * 1e3, p90 * 1e3, p99 * 1e3,
                    1.0 / med, n, peak_mb, (double)kiln_rt_arena_bytes(rm) / 1e6, rep.n_fallback_nodes);
         else {
-            printf("bench %s (%s)\n", a.path, where(rm, &a, wbuf, sizeof(wbuf)));
+            printf("bench %s (%s)\n", a.path, where(rm, wbuf, sizeof(wbuf)));
             if (a.profile) print_profile(rm, &a, ins, outs, &d);
             if (compiled) printf("  compile      %.2f s (%d nodes in fallback segments)\n", rep.seconds_total, rep.n_fallback_nodes);
             printf("  first run    %.3f ms\n  latency      min %.3f  median %.3f  p90 %.3f  p99 %.3f ms (%d runs after %d warm-up)\n"

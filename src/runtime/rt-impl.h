@@ -109,6 +109,7 @@ kiln_status rt_gpu_run(rt_gpu *g, const void *const *inputs, void *const *output
  * per run (0 while profiling: kernels are then launched one by one). Either
  * may be NULL. */
 int rt_gpu_num_launches(const rt_gpu *g, int *kernels, int *graphs);
+const char *rt_gpu_precision(const rt_gpu *g); /* "fp32", "fp16", "bf16" */
 /* Profiling on (counters reset) or off; events are made here, not in runs. */
 kiln_status rt_gpu_set_profiling(rt_gpu *g, bool on, base_diag *d);
 /* Launch i: its label, blocks (1 for a segment) and seconds summed over the

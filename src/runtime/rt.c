@@ -747,6 +747,8 @@ kiln_status kiln_rt_stage_profile(const kiln_rt_model *m, int stage, const char 
 
 const char *kiln_rt_target(const kiln_rt_model *m) { return m ? m->art.desc.target : NULL; }
 
+const char *kiln_rt_precision(const kiln_rt_model *m) { return m && m->gpu ? rt_gpu_precision(m->gpu) : NULL; }
+
 kiln_status kiln_rt_num_launches(const kiln_rt_model *m, int *kernels, int *graphs)
 {
     if (kernels) *kernels = 0;

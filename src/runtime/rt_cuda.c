@@ -491,6 +491,8 @@ int rt_gpu_num_launches(const rt_gpu *g, int *kernels, int *graphs)
     return g->prog.n_launches;
 }
 
+const char *rt_gpu_precision(const rt_gpu *g) { return rt_gprec_name(g->prog.precision); }
+
 static void free_events(rt_gpu *g)
 {
     for (int k = 0; g->events && k < 2 * g->prog.n_launches; k++) rt_cuda_event_free(g->events[k]);

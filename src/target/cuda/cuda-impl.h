@@ -29,6 +29,7 @@ typedef struct cg_op {
     int64_t n_rtasks;  /* 1 .. INT32_MAX */
     int block;         /* threads per block: a multiple of 32, 32 .. 1024 */
     int smem_bytes;    /* dynamic shared memory per rTask (0 .. 227 KB) */
+    bool splitk;       /* uses kg.h's split-K workspace (one such op per kernel) */
 } cg_op;
 
 /* The GPU the code is tuned for (the compiling machine's device 0, else a

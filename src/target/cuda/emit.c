@@ -328,6 +328,100 @@ static void emit_kernel(base_str *s, int id, const cg_op *op)
                     op->block, id, (long long)op->n_rtasks, id);
 }
 
+/* ---- waves: independent groups in one kernel (Rammer's rTasks on vEUs) ----------------- *
+ * Consecutive groups that do not touch each other's data run as one
+ * kernel whose rTasks are theirs one after another: BERT's query, key and
+ * value products, a residual block's first convolution and its downsample.
+ * A group joins the wave when it has the wave's block size, reads nothing a
+ * member writes and writes nothing a member reads or writes (bytes of the
+ * arena and the outputs; the planner reuses arena bytes, so a later group's
+ * output may sit on an earlier one's dead input), and at most one member
+ * uses the split-K workspace. Host segments, and data movement (its fault
+ * statements carry the launch index), end a wave. */
+
+#define WAVE_MAX 8
+
+typedef struct wave {
+    const sched_group *grp[WAVE_MAX];
+    cg_op op[WAVE_MAX];
+    int n;
+} wave;
+
+/* Whether values a and b may share bytes (a conservative test: float32 sizes). */
+static bool may_overlap(const cg_emitter *e, const ir_value *a, const ir_value *b)
+{
+    const sched_place *pa = &e->p->place[a->id], *pb = &e->p->place[b->id];
+    if (pa->loc != pb->loc || pa->loc == SCHED_LOC_WEIGHTS || pa->loc == SCHED_LOC_INPUT || pa->loc == SCHED_LOC_NONE)
+        return false;
+    if (pa->loc == SCHED_LOC_OUTPUT) return pa->offset == pb->offset;
+    return pa->offset < pb->offset + b->t.nbytes && pb->offset < pa->offset + a->t.nbytes;
+}
+
+static bool touches(const cg_emitter *e, ir_value *const *vs, int n, const ir_value *v)
+{
+    for (int i = 0; i < n; i++)
+        if (vs[i] && may_overlap(e, vs[i], v)) return true;
+    return false;
+}
+
+static bool joins(const cg_emitter *e, const wave *w, const sched_group *grp, const cg_op *op)
+{
+    if (w->n == 0 || w->n == WAVE_MAX || op->block != w->op[0].block) return false;
+    for (int k = 0; k < w->n; k++) {
+        const sched_group *m = w->grp[k];
+        if (op->splitk && w->op[k].splitk) return false;
+        for (int i = 0; i < grp->n_in; i++)
+            if (grp->in[i] && touches(e, m->out, m->n_out, grp->in[i])) return false;
+        for (int i = 0; i < grp->n_out; i++)
+            if (touches(e, m->out, m->n_out, grp->out[i]) || touches(e, m->in, m->n_in, grp->out[i])) return false;
+    }
+    return true;
+}
+
+/* The wave's kernel k_<first member> and its launch. */
+static kiln_status flush_wave(cg_emitter *e, program *pr, wave *w)
+{
+    if (w->n == 0) return KILN_OK;
+    if (w->n == 1) {
+        emit_kernel(&e->code, w->grp[0]->id, &w->op[0]);
+        kiln_status st = add_launch(e, pr, -1, &w->op[0], w->grp[0]);
+        w->n = 0;
+        return st;
+    }
+    cg_op all = {.block = w->op[0].block};
+    base_str names;
+    base_str_init(&names);
+    base_str_printf(&e->code, "/* wave: groups");
+    for (int k = 0; k < w->n; k++) {
+        base_str_printf(&e->code, " %d", w->grp[k]->id);
+        base_str_printf(&names, "%s%s", k ? " | " : "", w->grp[k]->name);
+        all.n_rtasks += w->op[k].n_rtasks;
+        if (w->op[k].smem_bytes > all.smem_bytes) all.smem_bytes = w->op[k].smem_bytes;
+    }
+    base_str_printf(&e->code,
+                    ", independent, as one kernel */\n"
+                    "extern \"C\" __global__ void __launch_bounds__(%d) k_%d(const kiln_gctx *c)\n{\n"
+                    "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) {\n",
+                    all.block, w->grp[0]->id, (long long)all.n_rtasks);
+    int64_t first = 0;
+    for (int k = 0; k < w->n; k++) {
+        int64_t end = first + w->op[k].n_rtasks;
+        base_str_printf(&e->code, "        %sif (t < %lld) op_%d(c, t - %lld);\n", k ? "else " : "", (long long)end,
+                        w->grp[k]->id, (long long)first);
+        first = end;
+    }
+    base_str_cat(&e->code, "    }\n}\n\n");
+    /* the launch is labelled with every member's name */
+    sched_group label = *w->grp[0];
+    label.name = base_str_get(&names);
+    kiln_status st = names.oom || all.n_rtasks > INT32_MAX
+                         ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory listing launches")
+                         : add_launch(e, pr, -1, &all, &label);
+    base_str_free(&names);
+    w->n = 0;
+    return st;
+}
+
 /* Graph outputs that no group writes (a model input or a constant passed
  * through) are copied by one last kernel: rTask t copies elements
  * t*256 + threadIdx.x + k*n_rtasks*256 of each. */
@@ -372,10 +466,12 @@ static kiln_status emit_output_copies(cg_emitter *e, program *pr)
     return add_launch(e, pr, -1, &op, NULL);
 }
 
-static kiln_status emit_group(cg_emitter *e, program *pr, target_output *out, const sched_group *grp)
+static kiln_status emit_group(cg_emitter *e, program *pr, wave *w, target_output *out, const sched_group *grp)
 {
     cg_op op = {.block = 256};
     kiln_status st;
+    /* a group that may join the wave runs in its launch; others end it first */
+    if (grp->kind == SCHED_GROUP_FALLBACK || grp->kind == SCHED_GROUP_MOVE) KILN_TRY(flush_wave(e, pr, w));
     e->launch = pr->n;
     switch (grp->kind) {
     case SCHED_GROUP_ALIAS: base_str_printf(&e->code, "/* group %d (alias, no code): %s */\n\n", grp->id, grp->name); return KILN_OK;
@@ -397,8 +493,10 @@ static kiln_status emit_group(cg_emitter *e, program *pr, target_output *out, co
     }
     if (st != KILN_OK) return st;
     KILN_TRY(check_op(e, grp, &op));
-    emit_kernel(&e->code, grp->id, &op);
-    return add_launch(e, pr, -1, &op, grp);
+    if (!joins(e, w, grp, &op)) KILN_TRY(flush_wave(e, pr, w));
+    w->grp[w->n] = grp;
+    w->op[w->n++] = op;
+    return KILN_OK;
 }
 
 /* ---- the target --------------------------------------------------------------------------- */
@@ -461,7 +559,9 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     if (st == KILN_OK) st = convert_weights(&e, out);
     if (st == KILN_OK && o->tune)
         st = cg_tuner_open(&e, out->weights ? out->weights : o->weights, &e.tuner, d);
-    for (int s = 0; s < p->n_groups && st == KILN_OK; s++) st = emit_group(&e, &pr, out, p->groups[s]);
+    wave w = {.n = 0};
+    for (int s = 0; s < p->n_groups && st == KILN_OK; s++) st = emit_group(&e, &pr, &w, out, p->groups[s]);
+    if (st == KILN_OK) st = flush_wave(&e, &pr, &w);
     if (st == KILN_OK) st = emit_output_copies(&e, &pr);
     if (st == KILN_OK && e.code.oom) st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
     if (st == KILN_OK) {

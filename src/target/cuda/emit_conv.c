@@ -571,7 +571,7 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
             base_str_printf(&body, "    kg_conv_tc(&p, t, %d, %d, %d, %d, %d, %d, %d, %d, %d);\n", c->bm, c->bn, c->bk,
                             c->wm, c->wn, c->ks, c->st, da, sk);
             tiles = ceil_div(d.m, c->bm) * ceil_div(d.n, c->bn) * d.groups * sk;
-            *op = (cg_op){.n_rtasks = tiles, .block = tc_threads(c), .smem_bytes = tc_smem(c)};
+            *op = (cg_op){.n_rtasks = tiles, .block = tc_threads(c), .smem_bytes = tc_smem(c), .splitk = sk > 1};
         } else {
             const simt_cfg *c = &simt_table[cl.idx[cand]];
             int da = cl.da[cand];

@@ -524,6 +524,7 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     op->n_rtasks = cfg_rtasks(g, c);
     op->block = cfg_threads(c);
     op->smem_bytes = cfg_smem(c);
+    op->splitk = c->splits > 1;
     KILN_TRY(cg_need(e, "kg_math.h"));
     KILN_TRY(cg_need(e, "kg_gemm.cuh"));
     return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;
