@@ -2,7 +2,11 @@
  * tolerance.h: the per-dtype tolerances every comparison of a target with
  * the reference interpreter uses (kiln verify, conformance through a
  * target, model tests): |got - want| <= atol + rtol * |want|; integers and
- * bools compare exactly.
+ * bools compare exactly. Under 16-bit storage an element may instead be off
+ * by up to scale * rms(want): every operand of a K-long sum is rounded, so a
+ * contraction's error follows the output tensor's scale, and outputs near
+ * zero of a sum of large terms miss the per-element bound while the tensor
+ * as a whole is right (a wrong sum is off by about rms(want) itself).
  */
 #ifndef KILN_API_TOLERANCE_H
 #define KILN_API_TOLERANCE_H
@@ -11,6 +15,7 @@
 
 typedef struct api_tolerance {
     double rtol, atol;
+    double scale; /* 16-bit storage: the bound relative to the tensor's rms (0: none) */
 } api_tolerance;
 
 api_tolerance api_tolerance_for(kiln_dtype t);
