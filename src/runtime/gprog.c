@@ -100,7 +100,7 @@ kiln_status rt_gprog_encode(const rt_gprog *p, void **buf, size_t *n, base_diag 
         const rt_glaunch *l = &p->launches[i];
         const char *name = l->name ? l->name : "", *label = l->label ? l->label : "";
         size_t nn = strlen(name), nl = strlen(label);
-        put_le(b + pos, (uint64_t)(uint32_t)l->segment, 4);
+        put_le(b + pos, (uint64_t)(uint32_t)(l->segment < 0 && l->persistent ? -2 : l->segment), 4);
         put_le(b + pos + 4, l->grid, 4);
         put_le(b + pos + 8, l->block, 4);
         put_le(b + pos + 12, l->smem, 4);
@@ -242,12 +242,14 @@ static void read_launch(rd *r, rt_gprog *p, int i)
     rd_padding(r, 4); /* launches start 8-byte aligned: this pads name + label to 4 */
     if (r->st != KILN_OK) return;
     int32_t segment = (int32_t)(uint32_t)seg;
-    l->segment = segment;
+    l->persistent = segment == -2;
+    l->segment = segment == -2 ? -1 : segment;
     l->grid = (unsigned)grid;
     l->block = (unsigned)block;
     l->smem = (unsigned)smem;
-    if (segment < -1) {
-        rd_fail(r, "segment %d (at byte offset %zu) is neither -1 (a kernel) nor a segment index", segment, at);
+    if (segment < -2) {
+        rd_fail(r, "segment %d (at byte offset %zu) is neither -1 (a kernel), -2 (a persistent kernel) nor a segment index",
+                segment, at);
     } else if (segment >= 0) {
         if (grid || block || smem || l->name[0])
             rd_fail(r, "host segment %d (at byte offset %zu) has a kernel name, grid, block or shared memory",

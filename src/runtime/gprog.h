@@ -26,7 +26,10 @@
  *
  * Faults. A kernel that meets bad data (an index out of range) records the
  * first fault in fail[0] (a KILN_GFAULT_* code) and fail[1] (the launch
- * index); the runtime turns it into an error naming the group.
+ * index); the runtime turns it into an error naming the group. A barrier
+ * of a persistent kernel whose wait outlasts its watchdog records
+ * KILN_GFAULT_TIMEOUT, the stage it ended in fail[2] and the waiting block
+ * (the vEU) in fail[3].
  *
  * CODE section layout (little-endian, every field checked by the reader):
  *
@@ -39,9 +42,16 @@
  *     32  u64  weight_bytes      = the artifact's weights section
  *     40  images:   n_images x {u32 sm (80, 90...), u32 arch_specific (1: sm_90a),
  *                               u64 bytes, the cubin, zero padding to 8 bytes}
- *         launches: n_launches x {i32 segment (-1: a kernel), u32 grid, u32 block,
+ *         launches: n_launches x {i32 segment (-1: a kernel, -2: a persistent kernel),
+ *                                 u32 grid, u32 block,
  *                                 u32 smem, u32 name_bytes, name, u32 label_bytes,
  *                                 label, zero padding to 4 bytes}
+ *
+ * A persistent kernel (--schedule=mono) runs stages separated by barriers
+ * across the grid, so every block must be resident at once: `grid` is the
+ * most blocks it can use, and the runtime lowers it to what the occupancy
+ * API says fits the device (an error when not one block per multiprocessor
+ * fits).
  *
  * A kernel launch names its extern "C" kernel; `label` is the group's name
  * (the ONNX nodes it computes), used in profiles and error messages. A host
@@ -70,6 +80,8 @@ enum {
     KILN_GFAULT_TIMEOUT = 3,  /* a wait's watchdog expired (persistent kernels) */
 };
 
+#define KILN_GFAIL_WORDS 4
+
 /* What every kernel receives (one pointer to it in device memory). The
  * device-side copy of this struct is in target/cuda/kernels/kg.h; the
  * layout is four 8-byte pointers. */
@@ -77,7 +89,7 @@ typedef struct kiln_gctx {
     uint64_t arena;    /* unsigned char * */
     uint64_t weights;  /* const unsigned char * */
     uint64_t io;       /* void *const *: n_inputs + n_outputs device pointers */
-    uint64_t fail;     /* unsigned int[2], zeroed before each run */
+    uint64_t fail;     /* unsigned int[KILN_GFAIL_WORDS], zeroed before each run */
 } kiln_gctx;
 
 typedef struct rt_gimage {
@@ -89,6 +101,7 @@ typedef struct rt_gimage {
 
 typedef struct rt_glaunch {
     int segment;       /* -1: a kernel; else a host segment's index */
+    bool persistent;   /* a kernel whose blocks must all be resident (encoded as segment -2) */
     unsigned grid, block, smem;
     const char *name;  /* the kernel ("k_12"); "" for segments */
     const char *label; /* the group's name */

@@ -70,7 +70,7 @@ struct rt_gpu {
     CUdeviceptr *io_own;       /* per io tensor: the runtime's buffer (0: the tensor has no bytes) */
     CUdeviceptr *io_cur;       /* what the device io array holds: io_own, or the last device run's pointers */
     bool io_cur_is_own;
-    void *fail_host;           /* 2 unsigned: the fault code and the launch; mapped into the device */
+    void *fail_host;           /* KILN_GFAIL_WORDS unsigned (gprog.h); mapped into the device */
     volatile unsigned *fail;
     CUdeviceptr fail_dev;
 
@@ -215,8 +215,10 @@ static kiln_status check_fault(const rt_gpu *g, base_diag *d)
         return base_diag_add(d, KILN_ERR_INVALID_ARG, "group '%s' (launch %u): a value the operator does not accept",
                              label, launch);
     case KILN_GFAULT_TIMEOUT:
-        return base_diag_add(d, KILN_ERR_INTERNAL, "group '%s' (launch %u): a wait between rTasks timed out", label,
-                             launch);
+        return base_diag_add(d, KILN_ERR_INTERNAL,
+                             "launch %u ('%s'): the barrier after stage %u timed out in block %u (a vEU waited "
+                             "longer than the watchdog allows; the GPU was left running nothing)",
+                             launch, label, g->fail[2], g->fail[3]);
     default:
         return base_diag_add(d, KILN_ERR_INTERNAL, "group '%s' (launch %u): unknown fault code %u", label, launch,
                              code);
@@ -453,8 +455,7 @@ kiln_status rt_gpu_run(rt_gpu *g, const void *const *inputs, void *const *output
     KILN_TRY(rt_cuda_ctx_bind(&g->ctx, d));
     if (!g->profiling && !g->graphs_ready) KILN_TRY(record_graphs(g, d));
 
-    g->fail[0] = KILN_GFAULT_NONE;
-    g->fail[1] = 0;
+    for (int i = 0; i < KILN_GFAIL_WORDS; i++) g->fail[i] = 0;
     atomic_thread_fence(memory_order_seq_cst); /* cleared before the first launch is enqueued */
 
     kiln_status st = start_run(g, inputs, outputs, device, d);
@@ -475,6 +476,12 @@ kiln_status rt_gpu_run(rt_gpu *g, const void *const *inputs, void *const *output
         if (fst != KILN_OK) {
             base_diag_clear(d);
             st = base_diag_add(d, fst, "%s", base_diag_text(&fault));
+            /* a barrier that gave up leaves its counters mid-count: the
+             * module's later barriers could not be trusted */
+            if (g->fail[0] == KILN_GFAULT_TIMEOUT) {
+                g->broken = fst;
+                snprintf(g->broken_msg, sizeof(g->broken_msg), "%s", base_diag_text(&fault));
+            }
         }
         base_diag_free(&fault);
     }
@@ -640,7 +647,24 @@ static kiln_status open_device(rt_gpu *g, rt_cuda_device *info, const rt_gimage 
     return rt_cuda_ctx_init(dev, &g->ctx, d);
 }
 
-static kiln_status load_module(rt_gpu *g, const rt_gimage *im, base_diag *d)
+/* A persistent kernel's blocks wait for each other at its barriers: the
+ * grid must fit on the device at once. Lowers l->grid to the blocks the
+ * occupancy API says are resident. */
+static kiln_status size_persistent(CUfunction fn, rt_glaunch *l, int n_sms, base_diag *d)
+{
+    int per_sm = 0;
+    KILN_TRY(rt_cuda_occupancy(fn, (int)l->block, l->smem, &per_sm, d));
+    if (per_sm < 1)
+        return base_diag_add(d, KILN_ERR_UNSUPPORTED,
+                             "persistent kernel %s: not one block of %u threads with %u bytes of shared memory fits "
+                             "a multiprocessor; compile with --schedule kernels",
+                             l->name, l->block, l->smem);
+    int64_t most = (int64_t)per_sm * n_sms;
+    if ((int64_t)l->grid > most) l->grid = (unsigned)most;
+    return KILN_OK;
+}
+
+static kiln_status load_module(rt_gpu *g, const rt_gimage *im, int n_sms, base_diag *d)
 {
     /* the driver reads the ELF in place: give it an aligned copy when the
      * artifact's buffer puts it at an odd address */
@@ -671,6 +695,7 @@ static kiln_status load_module(rt_gpu *g, const rt_gimage *im, base_diag *d)
         /* a launch above 48 KB opts in; one limit per kernel, the program's largest */
         if (st == KILN_OK && l->smem > SMEM_DEFAULT_BYTES)
             st = rt_cuda_function_set_smem(g->fns[k], (int)g->prog.max_smem, &sub);
+        if (st == KILN_OK && l->persistent) st = size_persistent(g->fns[k], &g->prog.launches[k], n_sms, &sub);
         if (st != KILN_OK)
             st = base_diag_add(d, st == KILN_ERR_INVALID_ARG ? KILN_ERR_INVALID_MODEL : st,
                                "the artifact's cuda program, launch %d ('%s'): %s", k, l->label,
@@ -705,12 +730,12 @@ static kiln_status alloc_device(rt_gpu *g, base_diag *d)
 
     base_diag sub;
     base_diag_init(&sub);
-    kiln_status st = rt_cuda_host_alloc_mapped(2 * sizeof(unsigned), &g->fail_host, &g->fail_dev, &sub);
+    kiln_status st = rt_cuda_host_alloc_mapped(KILN_GFAIL_WORDS * sizeof(unsigned), &g->fail_host, &g->fail_dev, &sub);
     if (st != KILN_OK) st = base_diag_add(d, st, "cannot allocate the fault words: %s", base_diag_text(&sub));
     base_diag_free(&sub);
     KILN_TRY(st);
     g->fail = g->fail_host;
-    g->fail[0] = g->fail[1] = 0;
+    for (int i = 0; i < KILN_GFAIL_WORDS; i++) g->fail[i] = 0;
 
     kiln_gctx c = {.arena = g->arena, .weights = g->weights, .io = g->io_array, .fail = g->fail_dev};
     KILN_TRY(dev_alloc(sizeof(c), "the kernel context", &g->gctx, d));
@@ -775,7 +800,7 @@ kiln_status rt_gpu_load(const rt_artifact *art, const rt_segment *segs, rt_gpu *
     const rt_gimage *image = NULL;
     KILN_TRY(open_device(g, &info, &image, d));
     KILN_TRY(rt_cuda_stream_create(&g->stream, d));
-    if (image) KILN_TRY(load_module(g, image, d));
+    if (image) KILN_TRY(load_module(g, image, info.n_sms, d));
     KILN_TRY(alloc_device(g, d));
     KILN_TRY(alloc_host_side(g, d));
     /* the cubins pointed into the artifact's buffer, which may go now */

@@ -16,6 +16,9 @@
  *     in fp16 storage, with host and device pointers;
  *   - a kernel recording a fault: the run fails naming the group and the
  *     launch, the next run is fine;
+ *   - a persistent kernel (--schedule=mono) asking for more blocks than fit,
+ *     its two stages ordered by a grid barrier; a barrier one block never
+ *     reaches, which the watchdog turns into an error naming the stage;
  *   - launch counts, profiling (a stage per launch), the image choice
  *     (none for this GPU: KILN_ERR_UNSUPPORTED), $KILN_DEVICE, an absurd
  *     arena (KILN_ERR_OOM);
@@ -101,6 +104,24 @@ static const char kernels_src[] =
     "}\n"
     "extern \"C\" __global__ void k_fault(const kiln_gctx *c)\n"
     "{ for (int t = blockIdx.x; t < 2; t += gridDim.x) op_f(c, t); }\n"
+    "\n"
+    "/* k_a then k_c's sum as one persistent kernel (--schedule=mono): stage 1's\n"
+    " * rTask t reads what stage 0's rTask t + 3 wrote, another block's work */\n"
+    "extern \"C\" __global__ void k_p(const kiln_gctx *c)\n"
+    "{\n"
+    "    for (int t = blockIdx.x; t < 8; t += gridDim.x) op_a(c, t);\n"
+    "    kg_grid_sync(c, 0u, 0u);\n"
+    "    const st_t *a = (const st_t *)c->arena;\n"
+    "    float *y = (float *)c->io[1];\n"
+    "    for (int t = blockIdx.x; t < 8; t += gridDim.x) {\n"
+    "        int i = ((t + 3) % 8) * 128 + threadIdx.x;\n"
+    "        if (i < N) y[i] = LD(a + i) + 1.0f;\n"
+    "    }\n"
+    "}\n"
+    "\n"
+    "/* block 0 never arrives: the others' watchdog ends the wait */\n"
+    "extern \"C\" __global__ void k_hang(const kiln_gctx *c)\n"
+    "{ if (blockIdx.x > 0) kg_grid_sync(c, 0u, 3u); }\n"
     "\n"
     "extern \"C\" __global__ void k_crash(const kiln_gctx *c)\n"
     "{ if (threadIdx.x == 0) *(volatile int *)(c->arena + (1ull << 46)) = 1; }\n";
@@ -512,6 +533,52 @@ static void test_fault(const images *im)
     kiln_rt_free(m);
 }
 
+/* A persistent kernel asks for far more blocks than fit: the runtime gives
+ * it what is resident, and its grid barrier orders the two stages. */
+static void test_persistent(const images *im)
+{
+    static const rt_glaunch k_p = {.segment = -1, .persistent = true, .grid = 1u << 20, .block = 128, .name = "k_p",
+                                   .label = "mul1+add1 .. add2 (2 groups in 2 stages)"};
+    spec s = {.prec = KILN_GPREC_FP32, .n_launches = 1, .launches = {k_p}, .arena_bytes = ARENA_BYTES,
+              .only_image = -1};
+    kiln_rt_model *m = load(&s, im, "a persistent kernel of two stages");
+    if (!m) return;
+    int kernels = -1, graphs = -1;
+    kiln_rt_num_launches(m, &kernels, &graphs);
+    check(kernels == 1 && graphs == 1, "persistent: one kernel launch");
+    check(run_host(m, &s, 50), "persistent: 50 runs, each stage reading other blocks' results");
+    check(run_device(m, &s, 10), "persistent: 10 runs with device pointers");
+    kiln_rt_free(m);
+}
+
+/* A barrier one block never reaches: the watchdog turns the hang into an
+ * error naming the stage and the waiting block; the module is not run again. */
+static void test_watchdog(const images *im)
+{
+    static const rt_glaunch k_hang = {.segment = -1, .persistent = true, .grid = 2, .block = 32, .name = "k_hang",
+                                      .label = "hang1"};
+    spec s = {.prec = KILN_GPREC_FP32, .n_launches = 1, .launches = {k_hang}, .arena_bytes = ARENA_BYTES,
+              .only_image = -1};
+    kiln_rt_model *m = load(&s, im, "a persistent kernel whose barrier is never complete");
+    if (!m) return;
+    float x[N], y[N];
+    const void *in[1] = {x};
+    void *out[1] = {y};
+    make_input(x, 0);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    kiln_status st = kiln_rt_run(m, in, out);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s_taken = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    printf("       %s (%.1f s)\n", kiln_rt_last_error(), s_taken);
+    check(st == KILN_ERR_INTERNAL && strstr(kiln_rt_last_error(), "launch 0 ('hang1')") &&
+              strstr(kiln_rt_last_error(), "stage 3 timed out in block 1"),
+          "a hung barrier fails the run, naming the launch, the stage and the block");
+    check(kiln_rt_run(m, in, out) != KILN_OK && strstr(kiln_rt_last_error(), "earlier failure"),
+          "after a timeout the model does not run again");
+    kiln_rt_free(m);
+}
+
 static void test_load_errors(const images *im, const rt_cuda_device *dev)
 {
     spec s = {.prec = KILN_GPREC_FP32, .n_launches = 2, .launches = {K_A, K_C}, .arena_bytes = ARENA_BYTES,
@@ -614,6 +681,8 @@ int main(int argc, char **argv)
         test_segments(&fp32_seg, KILN_GPREC_FP32);
         test_segments(&fp16_seg, KILN_GPREC_FP16);
         test_fault(&fp32);
+        test_persistent(&fp32);
+        test_watchdog(&fp32);
         test_load_errors(&fp32, &dev);
         if (argc > 1 && strcmp(argv[1], "--no-crash") == 0) printf("       (the illegal address test is skipped)\n");
         else test_crash(&fp32);

@@ -26,7 +26,8 @@ typedef struct sample {
 } sample;
 
 /* Two images; a kernel, a host segment, a kernel with 64 KB of shared
- * memory, a kernel whose name and label pad to 4 bytes differently. */
+ * memory, a persistent kernel whose name and label pad to 4 bytes
+ * differently. */
 static void sample_init(sample *s)
 {
     memset(s, 0, sizeof(*s));
@@ -36,7 +37,8 @@ static void sample_init(sample *s)
     s->launches[1] = (rt_glaunch){.segment = 0, .name = "", .label = "nonzero1 (fallback)"};
     s->launches[2] = (rt_glaunch){.segment = -1, .grid = 7, .block = 128, .smem = 64 * 1024, .name = "k_2",
                                   .label = "gemm"};
-    s->launches[3] = (rt_glaunch){.segment = -1, .grid = 1, .block = 1024, .name = "k_12345", .label = ""};
+    s->launches[3] = (rt_glaunch){.segment = -1, .grid = 1, .block = 1024, .name = "k_12345", .label = "",
+                                  .persistent = true};
     s->prog = (rt_gprog){.precision = KILN_GPREC_FP16, .n_images = 2, .images = s->images, .n_launches = 4,
                          .launches = s->launches, .max_smem = 64 * 1024, .arena_bytes = 4096, .weight_bytes = 256};
 }
@@ -124,6 +126,7 @@ UNIT_TEST(gprog_round_trip)
         for (int i = 0; i < 4; i++) {
             const rt_glaunch *a = &p.launches[i], *b = &s.launches[i];
             UNIT_CHECK(a->segment == b->segment && a->grid == b->grid && a->block == b->block && a->smem == b->smem);
+            UNIT_CHECK(a->persistent == b->persistent);
             UNIT_CHECK(strcmp(a->name, b->name) == 0 && strcmp(a->label, b->label) == 0);
         }
     }
@@ -256,8 +259,8 @@ UNIT_TEST(gprog_targeted_corruptions)
 
     /* launches */
     FRESH();
-    put(b + LAUNCH0, (uint32_t)-2, 4);
-    EXPECT_REJECT(b, n, "launch 0: segment -2");
+    put(b + LAUNCH0, (uint32_t)-3, 4);
+    EXPECT_REJECT(b, n, "launch 0: segment -3");
     FRESH();
     put(b + LAUNCH0 + 4, 0, 4);
     EXPECT_REJECT(b, n, "kernel 'k_0': grid of 0 blocks");

@@ -118,6 +118,64 @@ static __device__ __forceinline__ bool kg_splitk_arrive(int slot, int splits)
     return true;
 }
 
+/* ---- persistent kernels (--schedule=mono) ----------------------------------- *
+ * The stages of one kernel are separated by barriers across the grid. Each
+ * block arrives on a counter; the last to arrive resets it and advances
+ * the generation, which the others wait to see change. The runtime sizes
+ * the grid so that every block is resident (the occupancy API), so no block
+ * waits for one that cannot start. The fences make each block's writes
+ * before the barrier visible to every block after it (the same protocol as
+ * a cooperative-groups grid sync). A wait longer than KG_WATCHDOG_NS
+ * records KG_FAULT_TIMEOUT with the stage and the block and lets the block
+ * go on, so the run ends with an error instead of a hung GPU. The words are
+ * the module's: kernels run one after another and leave the count at 0. */
+#define KG_WATCHDOG_NS 5000000000ull
+static __device__ unsigned kg_grid_bar[2]; /* arrivals, generation */
+
+static __device__ __forceinline__ unsigned long long kg_now_ns(void)
+{
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+static __device__ __noinline__ void kg_grid_timeout(const kiln_gctx *c, unsigned launch, unsigned stage)
+{
+    if (atomicCAS(&c->fail[0], 0u, KG_FAULT_TIMEOUT) == 0u) {
+        c->fail[2] = stage;
+        c->fail[3] = blockIdx.x;
+        __threadfence_system();
+        atomicExch(&c->fail[1], launch);
+    }
+}
+
+/* Every thread of every block calls it after stage `stage` of launch `launch`. */
+static __device__ __noinline__ void kg_grid_sync(const kiln_gctx *c, unsigned launch, unsigned stage)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned *gen = &kg_grid_bar[1];
+        unsigned seen = *gen;
+        __threadfence();
+        if (atomicAdd(&kg_grid_bar[0], 1u) == gridDim.x - 1) {
+            atomicExch(&kg_grid_bar[0], 0u);
+            __threadfence();
+            atomicAdd(&kg_grid_bar[1], 1u);
+        } else {
+            unsigned long long start = kg_now_ns();
+            while (*gen == seen) {
+                __nanosleep(32);
+                if (kg_now_ns() - start > KG_WATCHDOG_NS) {
+                    kg_grid_timeout(c, launch, stage);
+                    break;
+                }
+            }
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
 /* ---- block reductions (blockDim.x a multiple of 32, at most 1024) ------------- */
 
 static __device__ __forceinline__ float kg_warp_sum(float v)
