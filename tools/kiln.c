@@ -115,8 +115,8 @@ static const char inspect_help[] =
 
 static const char run_help[] =
     "USAGE\n"
-    "  kiln run [MODEL|ARTIFACT] [--target c|cuda|interp] [--precision P] [--threads N] [--check]\n"
-    "           [--input NAME=FILE.npy]... [--inputs FILE.npz] [--shape NAME=D0xD1x...]...\n"
+    "  kiln run [MODEL|ARTIFACT] [--target c|cuda|interp] [--precision P] [--schedule S] [--check]\n"
+    "           [--threads N] [--input NAME=FILE.npy]... [--inputs FILE.npz] [--shape NAME=D0xD1x...]...\n"
     "           [--seed N] [--output FILE.npz] [--quiet]\n"
     "\n"
     "Runs a model and prints each output's dtype, shape and summary, and the\n"
@@ -130,6 +130,7 @@ static const char run_help[] =
     "\n"
     "  --target T         c (default), cuda or interp\n"
     "  --precision P      cuda: fp32 (default), fp16 or bf16 storage, fp32 math\n"
+    "  --schedule S       cuda: kernels (default) or mono (see kiln help compile)\n"
     "  --threads N        worker threads (default: the artifact's, or 1)\n"
     "  --check            also run the interpreter and compare every output\n"
     "  --input NAME=FILE  a .npy file for input NAME\n"
@@ -143,8 +144,8 @@ static const char run_help[] =
 static const char compile_help[] =
     "USAGE\n"
     "  kiln compile MODEL -o OUT.kiln [--target c|cuda] [--threads N] [--emit-source DIR]\n"
-    "               [--precision fp32|fp16|bf16] [--tune] [--tuning-db FILE]\n"
-    "               [--shape NAME=D0xD1x...]... [--quiet]\n"
+    "               [--precision fp32|fp16|bf16] [--schedule kernels|mono] [--tune]\n"
+    "               [--tuning-db FILE] [--shape NAME=D0xD1x...]... [--quiet]\n"
     "\n"
     "Compiles MODEL into an artifact: the graph is partitioned into groups\n"
     "(contractions with fused epilogues, fused elementwise subgraphs, ...), memory\n"
@@ -159,6 +160,11 @@ static const char compile_help[] =
     "  --target T         c (default: this CPU) or cuda (NVIDIA GPUs, sm_80 and later)\n"
     "  --precision P      cuda: storage of float activations and weights: fp32\n"
     "                     (default), fp16 or bf16; math is always fp32\n"
+    "  --schedule S       cuda: kernels (default): a kernel per group, independent\n"
+    "                     neighbours in one; mono: the whole network as persistent\n"
+    "                     kernels (one unless host segments or block sizes split it),\n"
+    "                     stages separated by grid barriers, merged where no data\n"
+    "                     crosses them (the counts are printed)\n"
     "  --tune             cuda: time each GEMM/conv's template candidates on the GPU\n"
     "                     and keep the fastest in the tuning database\n"
     "  --tuning-db FILE   cuda: the SQLite tuning database (default\n"
@@ -170,8 +176,8 @@ static const char compile_help[] =
 
 static const char bench_help[] =
     "USAGE\n"
-    "  kiln bench MODEL|ARTIFACT [--target c|cuda] [--precision P] [--tune] [--threads N]\n"
-    "             [--warmup N] [--iterations N]\n"
+    "  kiln bench MODEL|ARTIFACT [--target c|cuda] [--precision P] [--schedule S] [--tune]\n"
+    "             [--threads N] [--warmup N] [--iterations N]\n"
     "             [--shape NAME=D0xD1x...]... [--json] [--profile]\n"
     "\n"
     "Times runs of a compiled model on random inputs: compile time (for a MODEL),\n"
@@ -180,6 +186,7 @@ static const char bench_help[] =
     "\n"
     "  --target T       c (default) or cuda, for a MODEL\n"
     "  --precision P    cuda: fp32 (default), fp16 or bf16\n"
+    "  --schedule S     cuda: kernels (default) or mono (see kiln help compile)\n"
     "  --tune           cuda: tune GEMM/conv templates on the GPU first\n"
     "  --threads N      worker threads (default 1)\n"
     "  --warmup N       untimed runs first (default 5)\n"
@@ -190,7 +197,7 @@ static const char bench_help[] =
 
 static const char verify_help[] =
     "USAGE\n"
-    "  kiln verify MODEL [--target c|cuda] [--precision P] [--threads N] [--seed N]\n"
+    "  kiln verify MODEL [--target c|cuda] [--precision P] [--schedule S] [--threads N] [--seed N]\n"
     "              [--shape NAME=D0xD1x...]...\n"
     "\n"
     "Compiles MODEL for the target (default c), runs it and the reference interpreter on the\n"
@@ -459,7 +466,7 @@ static int cmd_inspect(int argc, char **argv)
 /* ---- shared by run / compile / bench / verify ---------------------------------------------- */
 
 typedef struct cli_args {
-    const char *path, *out_path, *npz_path, *target, *emit_dir, *artifact_out, *precision, *tuning_db;
+    const char *path, *out_path, *npz_path, *target, *emit_dir, *artifact_out, *precision, *tuning_db, *schedule;
     named_shape shapes[64];
     int n_shapes;
     struct {
@@ -498,6 +505,7 @@ static int parse_args(const char *cmd, int argc, char **argv, cli_args *a)
         else if (strcmp(x, "--emit-source") == 0 && has_val) a->emit_dir = argv[++i];
         else if (strcmp(x, "--precision") == 0 && has_val) a->precision = argv[++i];
         else if (strcmp(x, "--tuning-db") == 0 && has_val) a->tuning_db = argv[++i];
+        else if (strcmp(x, "--schedule") == 0 && has_val) a->schedule = argv[++i];
         else if (strcmp(x, "--tune") == 0) a->tune = true;
         else if ((strcmp(x, "--threads") == 0 || strcmp(x, "--warmup") == 0 || strcmp(x, "--iterations") == 0) &&
                  has_val) {
@@ -521,8 +529,10 @@ static int parse_args(const char *cmd, int argc, char **argv, cli_args *a)
     if (a->precision && strcmp(a->precision, "fp32") != 0 && strcmp(a->precision, "fp16") != 0 &&
         strcmp(a->precision, "bf16") != 0)
         return usage_error(cmd, "unknown precision '%s' (fp32, fp16 or bf16)", a->precision);
-    if ((a->precision || a->tune) && !(a->target && strcmp(a->target, "cuda") == 0))
-        return usage_error(cmd, "%s", "--precision and --tune need --target cuda");
+    if (a->schedule && strcmp(a->schedule, "kernels") != 0 && strcmp(a->schedule, "mono") != 0)
+        return usage_error(cmd, "unknown schedule '%s' (kernels or mono)", a->schedule);
+    if ((a->precision || a->tune || a->schedule) && !(a->target && strcmp(a->target, "cuda") == 0))
+        return usage_error(cmd, "%s", "--precision, --schedule and --tune need --target cuda");
     return -1;
 }
 
@@ -686,7 +696,7 @@ static kiln_status compile_model(ir_model *m, const cli_args *a, const char *out
     api_compile_opts o = {.target = target_of(a), .n_threads = a->threads > 0 ? a->threads : 1,
                           .emit_dir = a->emit_dir, .meta = a->path ? a->path : "embedded default model",
                           .progress = progress_line, .progress_user = &quiet, .precision = a->precision,
-                          .tune = a->tune, .tuning_db = a->tuning_db};
+                          .tune = a->tune, .tuning_db = a->tuning_db, .schedule = a->schedule};
     return api_compile(m, &o, out_path, rep, d);
 }
 

@@ -16,6 +16,7 @@ typedef struct api_compile_opts {
     void *progress_user;
     const char *precision; /* cuda: "fp32" (default), "fp16", "bf16" */
     bool tune;             /* cuda: time template candidates on the device */
+    const char *schedule;  /* cuda: "kernels" (default) or "mono" */
     const char *tuning_db; /* cuda: NULL for the default database */
 } api_compile_opts;
 

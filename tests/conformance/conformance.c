@@ -41,6 +41,7 @@ static int verbose;
 static int use_target_c;       /* run through a target (target_name) instead of the interpreter */
 static const char *target_name = "c";
 static const char *precision;  /* cuda: --precision */
+static const char *schedule;   /* cuda: --schedule */
 static int compile_only;       /* --compile-only: compile through the target, do not run */
 static int timeout_s = 120;
 static const char *filter;
@@ -102,7 +103,7 @@ static kiln_status run_compiled(ir_model *m, const ir_tensor *ins, ir_tensor *go
 {
     char path[64];
     snprintf(path, sizeof(path), "/tmp/kiln-conf-%d.kiln", (int)getpid());
-    api_compile_opts o = {.target = target_name, .n_threads = 2, .precision = precision};
+    api_compile_opts o = {.target = target_name, .n_threads = 2, .precision = precision, .schedule = schedule};
     api_compile_report rep;
     kiln_status st = api_compile(m, &o, path, &rep, d);
     if (st == KILN_OK && compile_only) {
@@ -290,7 +291,7 @@ static void load_xfails(const char *path)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: conformance [--target interp|c|cuda] [--precision P] [--compile-only]\n"
+    fprintf(f, "usage: conformance [--target interp|c|cuda] [--precision P] [--schedule S] [--compile-only]\n"
                "                   [--filter SUBSTR] [--xfail FILE] [--verbose] [--timeout SECONDS] DIR...\n"
                "Runs ONNX backend test cases and compares with their expected outputs.\n"
                "--compile-only compiles through the target without running (cuda without a GPU:\n"
@@ -317,6 +318,7 @@ int main(int argc, char **argv)
                 return 2;
             }
         } else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc) precision = argv[++i];
+        else if (strcmp(argv[i], "--schedule") == 0 && i + 1 < argc) schedule = argv[++i];
         else if (strcmp(argv[i], "--compile-only") == 0) compile_only = 1;
         else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);

@@ -2762,6 +2762,7 @@ static void input_desc(const ir_graph *g, char *buf, size_t n)
  * missing, e.g. CUDA through NVRTC on a machine without a GPU). */
 static const target *tgt = &target_c;
 static const char *precision;
+static const char *schedule; /* cuda: --schedule kernels|mono */
 static int compile_only;
 
 /* Compiles m for the target with n_threads and runs it on ins. OUT: got[]. */
@@ -2770,7 +2771,8 @@ static kiln_status run_compiled(ir_model *m, int n_threads, const ir_tensor *ins
 {
     char path[64];
     snprintf(path, sizeof(path), "/tmp/kiln-ops-%d.kiln", (int)getpid());
-    api_compile_opts o = {.target = tgt->name, .n_threads = n_threads, .precision = precision};
+    api_compile_opts o = {.target = tgt->name, .n_threads = n_threads, .precision = precision,
+                          .schedule = schedule};
     kiln_status st = api_compile(m, &o, path, rep, d);
     if (st != KILN_OK || compile_only) {
         unlink(path);
@@ -3333,7 +3335,8 @@ static int check_completeness(const op_case *cases, int n_cases)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: test_ops [--target c|cuda] [--precision fp32|fp16|bf16] [--compile-only]\n"
+    fprintf(f, "usage: test_ops [--target c|cuda] [--precision fp32|fp16|bf16] [--schedule kernels|mono]\n"
+               "                [--compile-only]\n"
                "                [--filter SUBSTR] [--seed N] [--verbose] [--list] [--dump DIR]\n"
                "Compiles every op for the target (default c) on random shapes and compares with the\n"
                "reference interpreter; then checks that ops without a case are refused by the target.\n"
@@ -3353,6 +3356,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--list") == 0) list = 1;
         else if (strcmp(argv[i], "--dump") == 0 && i + 1 < argc) dump_dir = argv[++i];
         else if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc) precision = argv[++i];
+        else if (strcmp(argv[i], "--schedule") == 0 && i + 1 < argc) schedule = argv[++i];
         else if (strcmp(argv[i], "--compile-only") == 0) compile_only = 1;
         else if (strcmp(argv[i], "--target") == 0 && i + 1 < argc) {
             tgt = target_lookup(argv[++i]);

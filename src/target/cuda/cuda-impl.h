@@ -54,7 +54,14 @@ typedef struct cg_emitter {
     base_str code;           /* the rOperators and kernels, in group order */
     cg_gpu gpu;
     cg_tuner *tuner;         /* NULL: choose by heuristics only */
-    int launch;              /* index of the launch being emitted (for kg_fault) */
+    int site;                /* the group being emitted: its faults name KG_SITE_<site> (cg_fault_stmt) */
+    /* 0 (--schedule=kernels): every emitter picks its own block size. Else
+     * (--schedule=mono) the block size of the persistent kernel: an emitter
+     * that can build its rOperator for exactly this many threads does
+     * (op->block == want_block), choosing among the configurations of that
+     * size; one that cannot keeps its own size and the kernel ends there
+     * (emit.c). Tuning keys name it, since it narrows the candidates. */
+    int want_block;
     int need[32];            /* cg_kernel_sources indices the program includes, in order */
     int n_need;
 } cg_emitter;

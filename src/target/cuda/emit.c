@@ -136,9 +136,12 @@ const char *cg_float_lit(double v, char *buf, size_t n)
     return buf;
 }
 
+/* The launch index is a macro (KG_SITE_<group>) defined once the group's
+ * kernel is known (site_defs): under --schedule=mono a group may end up in
+ * a later kernel than the one open when it was emitted. */
 void cg_fault_stmt(const cg_emitter *e, base_str *s, const char *code)
 {
-    base_str_printf(s, "kg_fault(c, %s, %du);\n", code, e->launch);
+    base_str_printf(s, "kg_fault(c, %s, KG_SITE_%d);\n", code, e->site);
 }
 
 /* kg_math.h's KG_ACT_* number the activations as pass_act does. */
@@ -275,15 +278,28 @@ static kiln_status convert_weights(cg_emitter *e, target_output *out)
     return KILN_OK;
 }
 
+static kiln_status parse_schedule(const char *s, bool *mono, base_diag *d)
+{
+    *mono = s && strcmp(s, "mono") == 0;
+    if (s && !*mono && strcmp(s, "kernels") != 0)
+        return base_diag_add(d, KILN_ERR_INVALID_ARG, "unknown schedule '%s' (kernels or mono)", s);
+    return KILN_OK;
+}
+
 /* ---- the program ------------------------------------------------------------------------ */
 
 typedef struct program {
     rt_glaunch *launches;
     int n, cap;
     base_arena names;
+    base_str sites;        /* "#define KG_SITE_<group> <launch>u" per group, and mono's prototypes */
+    bool mono;             /* --schedule=mono */
+    int groups, barriers_before, barriers_after; /* mono: kernels' groups, barriers before and after merging */
+    int persistent;        /* mono: kernels with more than one stage */
 } program;
 
-static kiln_status add_launch(cg_emitter *e, program *pr, int segment, const cg_op *op, const sched_group *grp)
+static kiln_status add_launch(cg_emitter *e, program *pr, int segment, const cg_op *op, int id, const char *label,
+                              bool persistent)
 {
     if (pr->n == pr->cap) {
         int cap = pr->cap ? pr->cap * 2 : 64;
@@ -297,14 +313,15 @@ static kiln_status add_launch(cg_emitter *e, program *pr, int segment, const cg_
     l->segment = segment;
     char name[32] = "";
     if (segment < 0) {
-        snprintf(name, sizeof(name), "k_%d", grp ? grp->id : e->p->n_groups);
+        snprintf(name, sizeof(name), "k_%d", id);
         int64_t grid = op->n_rtasks < MAX_GRID ? op->n_rtasks : MAX_GRID;
         l->grid = (unsigned)grid;
         l->block = (unsigned)op->block;
         l->smem = (unsigned)op->smem_bytes;
+        l->persistent = persistent;
     }
     l->name = base_arena_strdup(&pr->names, name);
-    l->label = base_arena_strdup(&pr->names, grp ? grp->name : "graph outputs copied from inputs or constants");
+    l->label = base_arena_strdup(&pr->names, label);
     if (!l->name || !l->label) return base_diag_add(e->d, KILN_ERR_OOM, "out of memory listing launches");
     pr->n++;
     return KILN_OK;
@@ -320,32 +337,37 @@ static kiln_status check_op(cg_emitter *e, const sched_group *grp, const cg_op *
     return KILN_OK;
 }
 
-static void emit_kernel(base_str *s, int id, const cg_op *op)
-{
-    base_str_printf(s,
-                    "extern \"C\" __global__ void __launch_bounds__(%d) k_%d(const kiln_gctx *c)\n{\n"
-                    "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, t);\n}\n\n",
-                    op->block, id, (long long)op->n_rtasks, id);
-}
-
-/* ---- waves: independent groups in one kernel (Rammer's rTasks on vEUs) ----------------- *
- * Consecutive groups that do not touch each other's data run as one
- * kernel whose rTasks are theirs one after another: BERT's query, key and
- * value products, a residual block's first convolution and its downsample.
- * A group joins the wave when it has the wave's block size, reads nothing a
- * member writes and writes nothing a member reads or writes (bytes of the
- * arena and the outputs; the planner reuses arena bytes, so a later group's
- * output may sit on an earlier one's dead input), and at most one member
- * uses the split-K workspace. Host segments, and data movement (its fault
- * statements carry the launch index), end a wave. */
+/* ---- kernels of several groups: waves and persistent kernels ----------------------------- *
+ * Consecutive groups with one block size run as one kernel, their rTasks
+ * one after another (Rammer's rTasks on vEUs). Each group is given the
+ * earliest stage after every member it depends on: one that writes what it
+ * reads, or reads or writes what it writes (bytes of the arena and the
+ * outputs; the planner reuses arena bytes, so a later group's output may
+ * sit on an earlier one's dead input), and after any member that uses the
+ * split-K workspace when it does too. The stages are thus the longest
+ * dependency paths through the kernel's groups (MonoNN 4.4: a barrier per
+ * group, merged where nothing crosses it).
+ *   --schedule=kernels: a kernel is one stage (a wave: BERT's query, key
+ *     and value products), at most WAVE_MAX groups.
+ *   --schedule=mono: a kernel holds every group up to a host segment or a
+ *     change of block size; its stages are separated by barriers across
+ *     the grid (kg_grid_sync), so it is persistent: the runtime fits the grid
+ *     on the device. Emitters aim at one block size (want_block), so a model
+ *     without host segments is one kernel. */
 
 #define WAVE_MAX 8
+#define MONO_BLOCK 128 /* MonoNN tunes 128 or 256; 128 is what the best small GEMM tiles use */
 
-typedef struct wave {
-    const sched_group *grp[WAVE_MAX];
-    cg_op op[WAVE_MAX];
-    int n;
-} wave;
+typedef struct member {
+    const sched_group *grp;
+    cg_op op;
+    int stage;
+} member;
+
+typedef struct batch {
+    member *m;
+    int n, cap;
+} batch;
 
 /* Whether values a and b may share bytes (a conservative test: float32 sizes). */
 static bool may_overlap(const cg_emitter *e, const ir_value *a, const ir_value *b)
@@ -364,84 +386,143 @@ static bool touches(const cg_emitter *e, ir_value *const *vs, int n, const ir_va
     return false;
 }
 
-static bool joins(const cg_emitter *e, const wave *w, const sched_group *grp, const cg_op *op)
+/* Whether grp, after m, must wait for it. */
+static bool depends(const cg_emitter *e, const sched_group *m, const sched_group *grp)
 {
-    if (w->n == 0 || w->n == WAVE_MAX || op->block != w->op[0].block) return false;
-    for (int k = 0; k < w->n; k++) {
-        const sched_group *m = w->grp[k];
-        if (op->splitk && w->op[k].splitk) return false;
-        for (int i = 0; i < grp->n_in; i++)
-            if (grp->in[i] && touches(e, m->out, m->n_out, grp->in[i])) return false;
-        for (int i = 0; i < grp->n_out; i++)
-            if (touches(e, m->out, m->n_out, grp->out[i]) || touches(e, m->in, m->n_in, grp->out[i])) return false;
-    }
-    return true;
+    for (int i = 0; i < grp->n_in; i++)
+        if (grp->in[i] && touches(e, m->out, m->n_out, grp->in[i])) return true;
+    for (int i = 0; i < grp->n_out; i++)
+        if (touches(e, m->out, m->n_out, grp->out[i]) || touches(e, m->in, m->n_in, grp->out[i])) return true;
+    return false;
 }
 
-/* The wave's kernel k_<first member> and its launch. */
-static kiln_status flush_wave(cg_emitter *e, program *pr, wave *w)
+static int stage_for(const cg_emitter *e, const batch *b, const sched_group *grp, const cg_op *op)
 {
-    if (w->n == 0) return KILN_OK;
-    if (w->n == 1) {
-        emit_kernel(&e->code, w->grp[0]->id, &w->op[0]);
-        kiln_status st = add_launch(e, pr, -1, &w->op[0], w->grp[0]);
-        w->n = 0;
-        return st;
+    int s = 0;
+    for (int k = 0; k < b->n; k++)
+        if ((op->splitk && b->m[k].op.splitk) || depends(e, b->m[k].grp, grp)) s = KILN_MAX(s, b->m[k].stage + 1);
+    return s;
+}
+
+/* "a | b | c" for a few groups of one stage, else "first .. last (N groups
+ * in S stages)". */
+static void batch_label(const batch *b, int stages, base_str *s)
+{
+    if (stages == 1 && b->n <= WAVE_MAX)
+        for (int k = 0; k < b->n; k++) base_str_printf(s, "%s%s", k ? " | " : "", b->m[k].grp->name);
+    else
+        base_str_printf(s, "%.400s .. %.400s (%d groups in %d stages)", b->m[0].grp->name, b->m[b->n - 1].grp->name,
+                        b->n, stages);
+}
+
+/* The batch's kernel k_<first member>: each stage a loop over its members'
+ * rTasks, the stages separated by grid barriers. */
+static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
+{
+    if (b->n == 0) return KILN_OK;
+    int stages = 0, launch = pr->n;
+    cg_op all = {.block = b->m[0].op.block};
+    for (int k = 0; k < b->n; k++) {
+        stages = KILN_MAX(stages, b->m[k].stage + 1);
+        all.smem_bytes = KILN_MAX(all.smem_bytes, b->m[k].op.smem_bytes);
+        base_str_printf(&pr->sites, "#define KG_SITE_%d %du\n", b->m[k].grp->id, launch);
     }
-    cg_op all = {.block = w->op[0].block};
-    base_str names;
-    base_str_init(&names);
-    base_str_printf(&e->code, "/* wave: groups");
-    for (int k = 0; k < w->n; k++) {
-        base_str_printf(&e->code, " %d", w->grp[k]->id);
-        base_str_printf(&names, "%s%s", k ? " | " : "", w->grp[k]->name);
-        all.n_rtasks += w->op[k].n_rtasks;
-        if (w->op[k].smem_bytes > all.smem_bytes) all.smem_bytes = w->op[k].smem_bytes;
+    base_str *s = &e->code;
+    if (b->n > 1) {
+        base_str_printf(s, "/* %s: groups", stages > 1 ? "persistent kernel" : "wave");
+        for (int k = 0; k < b->n; k++) base_str_printf(s, " %d", b->m[k].grp->id);
+        if (stages > 1)
+            base_str_printf(s, "; %d stages, %d barriers (%d before merging) */\n", stages, stages - 1, b->n - 1);
+        else
+            base_str_cat(s, ", independent, as one kernel */\n");
     }
-    base_str_printf(&e->code,
-                    ", independent, as one kernel */\n"
-                    "extern \"C\" __global__ void __launch_bounds__(%d) k_%d(const kiln_gctx *c)\n{\n"
-                    "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) {\n",
-                    all.block, w->grp[0]->id, (long long)all.n_rtasks);
-    int64_t first = 0;
-    for (int k = 0; k < w->n; k++) {
-        int64_t end = first + w->op[k].n_rtasks;
-        base_str_printf(&e->code, "        %sif (t < %lld) op_%d(c, t - %lld);\n", k ? "else " : "", (long long)end,
-                        w->grp[k]->id, (long long)first);
-        first = end;
+    base_str_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d) k_%d(const kiln_gctx *c)\n{\n", all.block,
+                    b->m[0].grp->id);
+    for (int st = 0; st < stages; st++) {
+        int64_t n = 0;
+        for (int k = 0; k < b->n; k++)
+            if (b->m[k].stage == st) n += b->m[k].op.n_rtasks;
+        if (n > INT32_MAX) return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "a stage of more than 2^31 rTasks");
+        all.n_rtasks = KILN_MAX(all.n_rtasks, n);
+        if (stages > 1) base_str_printf(s, "    /* stage %d */\n", st);
+        base_str_printf(s, "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) {\n", (long long)n);
+        int64_t first = 0;
+        bool any = false;
+        for (int k = 0; k < b->n; k++) {
+            if (b->m[k].stage != st) continue;
+            int64_t end = first + b->m[k].op.n_rtasks;
+            if (end == n && !any)
+                base_str_printf(s, "        op_%d(c, t);\n", b->m[k].grp->id);
+            else if (end == n)
+                base_str_printf(s, "        else op_%d(c, t - %lld);\n", b->m[k].grp->id, (long long)first);
+            else
+                base_str_printf(s, "        %sif (t < %lld) op_%d(c, t - %lld);\n", any ? "else " : "", (long long)end,
+                                b->m[k].grp->id, (long long)first);
+            any = true;
+            first = end;
+        }
+        base_str_cat(s, "    }\n");
+        if (st + 1 < stages) base_str_printf(s, "    kg_grid_sync(c, %du, %du);\n", launch, st);
     }
-    base_str_cat(&e->code, "    }\n}\n\n");
-    /* the launch is labelled with every member's name */
-    sched_group label = *w->grp[0];
-    label.name = base_str_get(&names);
-    kiln_status st = names.oom || all.n_rtasks > INT32_MAX
-                         ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory listing launches")
-                         : add_launch(e, pr, -1, &all, &label);
-    base_str_free(&names);
-    w->n = 0;
+    base_str_cat(s, "}\n\n");
+    if (pr->mono) {
+        pr->groups += b->n;
+        pr->barriers_before += b->n - 1;
+        pr->barriers_after += stages - 1;
+        pr->persistent += stages > 1;
+    }
+    base_str label;
+    base_str_init(&label);
+    batch_label(b, stages, &label);
+    kiln_status st = label.oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory listing launches")
+                               : add_launch(e, pr, -1, &all, b->m[0].grp->id, base_str_get(&label), stages > 1);
+    base_str_free(&label);
+    b->n = 0;
     return st;
 }
 
+static kiln_status add_member(cg_emitter *e, program *pr, batch *b, const sched_group *grp, const cg_op *op)
+{
+    bool fits = b->n == 0 || op->block == b->m[0].op.block;
+    int stage = fits && b->n ? stage_for(e, b, grp, op) : 0;
+    if (!pr->mono && (stage > 0 || b->n == WAVE_MAX)) fits = false;
+    if (!fits) {
+        KILN_TRY(flush_batch(e, pr, b));
+        stage = 0;
+    }
+    if (b->n == b->cap) {
+        int cap = b->cap ? 2 * b->cap : 32;
+        member *m = base_realloc(b->m, (size_t)cap * sizeof(*m));
+        if (!m) return base_diag_add(e->d, KILN_ERR_OOM, "out of memory forming kernels");
+        b->m = m;
+        b->cap = cap;
+    }
+    b->m[b->n++] = (member){.grp = grp, .op = *op, .stage = stage};
+    if (pr->mono)
+        base_str_printf(&pr->sites, "static __device__ __noinline__ void op_%d(const kiln_gctx *c, int t);\n",
+                        grp->id);
+    return KILN_OK;
+}
+
 /* Graph outputs that no group writes (a model input or a constant passed
- * through) are copied by one last kernel: rTask t copies elements
- * t*256 + threadIdx.x + k*n_rtasks*256 of each. */
+ * through) are copied by one last rOperator, op_<n_groups>: rTask t copies
+ * elements t*blockDim.x + threadIdx.x + k*n_rtasks*blockDim.x of each. */
 static bool copied_output(const cg_emitter *e, int i)
 {
     const sched_place *pl = &e->p->place[e->g->outputs[i]->id];
     return !(pl->loc == SCHED_LOC_OUTPUT && pl->offset == (uint64_t)i);
 }
 
-static kiln_status emit_output_copies(cg_emitter *e, program *pr)
+static kiln_status emit_output_copies(cg_emitter *e, program *pr, batch *b, sched_group *grp)
 {
     int64_t most = 0;
     for (int i = 0; i < e->g->n_outputs; i++)
         if (copied_output(e, i) && (int64_t)e->g->outputs[i]->t.nbytes > most) most = (int64_t)e->g->outputs[i]->t.nbytes;
     if (most == 0) return KILN_OK;
-    cg_op op = {.n_rtasks = (most + 4095) / 4096, .block = 256};
-    e->launch = pr->n;
+    cg_op op = {.n_rtasks = (most + 4095) / 4096, .block = e->want_block ? e->want_block : 256};
     base_str_printf(&e->code, "/* graph outputs copied from inputs or constants */\n"
                               "static __device__ void op_%d(const kiln_gctx *c, int t)\n{\n",
-                    e->p->n_groups);
+                    grp->id);
     for (int i = 0; i < e->g->n_outputs; i++) {
         if (!copied_output(e, i)) continue;
         const ir_value *v = e->g->outputs[i];
@@ -462,25 +543,26 @@ static kiln_status emit_output_copies(cg_emitter *e, program *pr)
                             e->g->n_inputs + i, src);
     }
     base_str_cat(&e->code, "}\n\n");
-    emit_kernel(&e->code, e->p->n_groups, &op);
-    return add_launch(e, pr, -1, &op, NULL);
+    /* it reads inputs and constants, and writes outputs no group writes: it
+     * joins whatever kernel is open */
+    return add_member(e, pr, b, grp, &op);
 }
 
-static kiln_status emit_group(cg_emitter *e, program *pr, wave *w, target_output *out, const sched_group *grp)
+static kiln_status emit_group(cg_emitter *e, program *pr, batch *b, target_output *out, const sched_group *grp)
 {
     cg_op op = {.block = 256};
     kiln_status st;
-    /* a group that may join the wave runs in its launch; others end it first */
-    if (grp->kind == SCHED_GROUP_FALLBACK || grp->kind == SCHED_GROUP_MOVE) KILN_TRY(flush_wave(e, pr, w));
-    e->launch = pr->n;
+    e->site = grp->id;
     switch (grp->kind) {
     case SCHED_GROUP_ALIAS: base_str_printf(&e->code, "/* group %d (alias, no code): %s */\n\n", grp->id, grp->name); return KILN_OK;
     case SCHED_GROUP_FALLBACK: {
+        /* a host segment ends the kernel before it */
+        KILN_TRY(flush_batch(e, pr, b));
         int seg;
         KILN_TRY(target_add_segment(out, e->g, grp, &seg, e->d));
         base_str_printf(&e->code, "/* group %d (host segment %d, reference interpreter): %s */\n\n", grp->id, seg,
                         grp->name);
-        return add_launch(e, pr, seg, NULL, grp);
+        return add_launch(e, pr, seg, NULL, grp->id, grp->name, false);
     }
     case SCHED_GROUP_CONV: st = cg_emit_conv(e, grp, &op); break;
     case SCHED_GROUP_GEMM: st = cg_emit_gemm(e, grp, &op); break;
@@ -493,10 +575,7 @@ static kiln_status emit_group(cg_emitter *e, program *pr, wave *w, target_output
     }
     if (st != KILN_OK) return st;
     KILN_TRY(check_op(e, grp, &op));
-    if (!joins(e, w, grp, &op)) KILN_TRY(flush_wave(e, pr, w));
-    w->grp[w->n] = grp;
-    w->op[w->n++] = op;
-    return KILN_OK;
+    return add_member(e, pr, b, grp, &op);
 }
 
 /* ---- the target --------------------------------------------------------------------------- */
@@ -547,6 +626,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     cg_emitter e = {.g = g, .p = p, .o = o, .d = d};
     program pr = {0};
     base_arena_init(&pr.names);
+    base_str_init(&pr.sites);
     base_str_init(&e.code);
     base_str src;
     base_str_init(&src);
@@ -559,18 +639,36 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     if (st == KILN_OK) st = convert_weights(&e, out);
     if (st == KILN_OK && o->tune)
         st = cg_tuner_open(&e, out->weights ? out->weights : o->weights, &e.tuner, d);
-    wave w = {.n = 0};
-    for (int s = 0; s < p->n_groups && st == KILN_OK; s++) st = emit_group(&e, &pr, &w, out, p->groups[s]);
-    if (st == KILN_OK) st = flush_wave(&e, &pr, &w);
-    if (st == KILN_OK) st = emit_output_copies(&e, &pr);
-    if (st == KILN_OK && e.code.oom) st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
+    if (st == KILN_OK) st = parse_schedule(o->schedule, &pr.mono, d);
+    if (pr.mono && !e.want_block) e.want_block = MONO_BLOCK;
+    batch b = {0};
+    /* the copies of graph outputs no group writes: they read those outputs' sources */
+    sched_group copies = {.kind = SCHED_GROUP_MOVE, .id = p->n_groups, .in = g->outputs, .n_in = g->n_outputs,
+                          .name = "graph outputs copied from inputs or constants"};
+    for (int s = 0; s < p->n_groups && st == KILN_OK; s++) st = emit_group(&e, &pr, &b, out, p->groups[s]);
+    if (st == KILN_OK) st = emit_output_copies(&e, &pr, &b, &copies);
+    if (st == KILN_OK) st = flush_batch(&e, &pr, &b);
+    if (st == KILN_OK && (e.code.oom || pr.sites.oom))
+        st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
+    if (st == KILN_OK && pr.mono) {
+        char line[160];
+        snprintf(line, sizeof(line), "mono: %d groups in %d kernel%s (%d persistent); %d grid barriers, %d before merging",
+                 pr.groups, pr.n, pr.n == 1 ? "" : "s", pr.persistent, pr.barriers_after, pr.barriers_before);
+        progress(o, line);
+    }
     if (st == KILN_OK) {
         base_str_printf(&src,
-                        "/*\n * Generated by kiln %s (target cuda, --schedule=kernels, precision %s): do not edit.\n"
-                        " * %d launches; arena %llu bytes; weights %llu bytes.\n */\n",
-                        KILN_VERSION, rt_gprec_name(e.prec), pr.n, (unsigned long long)p->arena_bytes,
-                        (unsigned long long)p->weight_bytes);
+                        "/*\n * Generated by kiln %s (target cuda, --schedule=%s, precision %s): do not edit.\n"
+                        " * %d launches; arena %llu bytes; weights %llu bytes.\n",
+                        KILN_VERSION, pr.mono ? "mono" : "kernels", rt_gprec_name(e.prec), pr.n,
+                        (unsigned long long)p->arena_bytes, (unsigned long long)p->weight_bytes);
+        if (pr.mono)
+            base_str_printf(&src, " * %d groups in %d kernels, %d persistent; %d grid barriers (%d before merging).\n",
+                            pr.groups, pr.n, pr.persistent, pr.barriers_after, pr.barriers_before);
+        base_str_cat(&src, " */\n");
         st = cg_prelude(&e, &src);
+        base_str_printf(&src, "/* ---- where each group runs (launch indices for faults) ---- */\n%s\n",
+                        base_str_get(&pr.sites));
         base_str_cat(&src, base_str_get(&e.code));
         if (st == KILN_OK && src.oom) st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
     }
@@ -602,6 +700,8 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     if (e.tuner) cg_tuner_close(e.tuner);
     base_free(e.store);
     base_free(pr.launches);
+    base_free(b.m);
+    base_str_free(&pr.sites);
     base_arena_free(&pr.names);
     base_str_free(&e.code);
     base_str_free(&src);

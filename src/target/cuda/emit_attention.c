@@ -20,7 +20,8 @@
  * and the output's strides are even; the fp32 SIMT kernel otherwise. The
  * warps per block (query rows per rTask) are offered to the tuner; without
  * a tuning result, the most warps (up to 4) that still give every
- * multiprocessor an rTask.
+ * multiprocessor an rTask. A wanted block size (cg_emitter.want_block)
+ * fixes the warps instead, when its shared memory fits.
  */
 #include "target/cuda/cuda-impl.h"
 
@@ -251,6 +252,8 @@ kiln_status cg_emit_attention(cg_emitter *e, const sched_group *grp, cg_op *op)
         return base_diag_add(e->d, KILN_ERR_UNSUPPORTED,
                              "group '%s' (attention): %lld bytes of shared memory per block are more than the GPU has",
                              grp->name, (long long)smem_bytes(&pb, warps));
+    /* a wanted block size fixes the warps (p.warps follows blockDim.x), when they fit */
+    if (e->want_block && fits(e, &pb, e->want_block / 32)) return emit_with(e, grp, &pb, e->want_block / 32, op);
     /* the tuner times the candidates that fit, in warp_cands' order */
     int n_cands = 0;
     while (n_cands < (int)KILN_COUNT(warp_cands) && fits(e, &pb, warp_cands[n_cands])) n_cands++;

@@ -21,7 +21,9 @@
  * to every candidate's time on ResNet-50's convolutions at batch 1 on an
  * H100, where it picks within ~15% of the best candidate in total: small
  * tiles with several k-slices for the late layers (M = 49 pixels at 7x7,
- * so that the 132 SMs all stream weights), larger ones early.
+ * so that the 132 SMs all stream weights), larger ones early. With a
+ * wanted block size (cg_emitter.want_block) only the configurations of
+ * that many threads are offered, when any fit.
  *
  * Layout (Bolt 3.2.3). Activations stay NCHW as planned and weights in the
  * ONNX layout: the templates gather the im2col tile themselves, except for
@@ -397,34 +399,51 @@ static void cand_insert(cand_list *cl, int idx, int da, int sk, double cost)
     if (cl->n < MAX_CANDS) cl->n++;
 }
 
-static void list_candidates(const cg_emitter *e, const conv_geom *g, bool tc, const tc_operands *o, cand_list *out)
+/* The candidates of `threads` threads per block (0: any size) among the
+ * tiles no larger than the problem (pass 0) or any tile that fits the GPU
+ * (pass 1, for a GPU with little shared memory). */
+static void list_pass(const cg_emitter *e, const conv_geom *g, bool tc, const tc_operands *o, int pass, int threads,
+                      cand_list *out)
 {
     gemm_dims d = conv_gemm(g);
     out->n = 0;
     int n_table = tc ? (int)(sizeof(tc_table) / sizeof(tc_table[0])) : (int)(sizeof(simt_table) / sizeof(simt_table[0]));
-    for (int pass = 0; pass < 2 && out->n == 0; pass++) {
-        for (int i = 0; i < n_table; i++) {
-            int bm = tc ? tc_table[i].bm : simt_table[i].bm, bn = tc ? tc_table[i].bn : simt_table[i].bn;
-            bool ok = tc ? tc_valid(&tc_table[i], &e->gpu) : simt_valid(&simt_table[i], &e->gpu);
-            /* the second pass, for a GPU with little shared memory, takes any tile that fits it */
-            if (!ok || (pass == 0 && (!tile_fits(bm, d.m) || !tile_fits(bn, d.n)))) continue;
-            int max_da = tc ? tc_max_da(&tc_table[i], o) : simt_max_da(&simt_table[i]);
-            for (int da = 1; da <= max_da; da++)
-                cand_insert(out, i, da, 1,
-                            tc ? tc_cost(&e->gpu, &d, &tc_table[i], o, da, 1) : simt_cost(&e->gpu, &d, &simt_table[i], da));
-            if (!tc) continue;
-            /* split-K for tiles that leave multiprocessors idle: every split
-             * two k-tiles or more, at most four rTasks per multiprocessor */
-            const tc_cfg *c = &tc_table[i];
-            int64_t tiles = ceil_div(d.m, bm) * ceil_div(d.n, bn) * d.groups, n_kt = ceil_div(d.k, c->bk);
-            int sms = e->gpu.n_sms > 0 ? e->gpu.n_sms : 132;
-            if (tiles >= sms || tiles > SPLITK_SEMS) continue;
-            for (int j = 0; j < (int)(sizeof(split_cands) / sizeof(split_cands[0])); j++) {
-                int sk = split_cands[j];
-                if (n_kt < 2 * sk || tiles * sk > 4 * sms || tiles * sk * bm * bn > SPLITK_WS_FLOATS) continue;
-                for (int da = 1; da <= max_da; da++) cand_insert(out, i, da, sk, tc_cost(&e->gpu, &d, c, o, da, sk));
-            }
+    for (int i = 0; i < n_table; i++) {
+        int bm = tc ? tc_table[i].bm : simt_table[i].bm, bn = tc ? tc_table[i].bn : simt_table[i].bn;
+        bool ok = tc ? tc_valid(&tc_table[i], &e->gpu) : simt_valid(&simt_table[i], &e->gpu);
+        if (threads && (tc ? tc_threads(&tc_table[i]) : simt_threads(&simt_table[i])) != threads) continue;
+        if (!ok || (pass == 0 && (!tile_fits(bm, d.m) || !tile_fits(bn, d.n)))) continue;
+        int max_da = tc ? tc_max_da(&tc_table[i], o) : simt_max_da(&simt_table[i]);
+        for (int da = 1; da <= max_da; da++)
+            cand_insert(out, i, da, 1,
+                        tc ? tc_cost(&e->gpu, &d, &tc_table[i], o, da, 1) : simt_cost(&e->gpu, &d, &simt_table[i], da));
+        if (!tc) continue;
+        /* split-K for tiles that leave multiprocessors idle: every split
+         * two k-tiles or more, at most four rTasks per multiprocessor */
+        const tc_cfg *c = &tc_table[i];
+        int64_t tiles = ceil_div(d.m, bm) * ceil_div(d.n, bn) * d.groups, n_kt = ceil_div(d.k, c->bk);
+        int sms = e->gpu.n_sms > 0 ? e->gpu.n_sms : 132;
+        if (tiles >= sms || tiles > SPLITK_SEMS) continue;
+        for (int j = 0; j < (int)(sizeof(split_cands) / sizeof(split_cands[0])); j++) {
+            int sk = split_cands[j];
+            if (n_kt < 2 * sk || tiles * sk > 4 * sms || tiles * sk * bm * bn > SPLITK_WS_FLOATS) continue;
+            for (int da = 1; da <= max_da; da++) cand_insert(out, i, da, sk, tc_cost(&e->gpu, &d, c, o, da, sk));
         }
+    }
+}
+
+/* The candidates of a group: pass 0's, or pass 1's when pass 0 has none;
+ * narrowed to the wanted block size (cg_emitter.want_block) when that
+ * leaves any. */
+static void list_candidates(const cg_emitter *e, const conv_geom *g, bool tc, const tc_operands *o, cand_list *out)
+{
+    int pass = 0;
+    list_pass(e, g, tc, o, pass, 0, out);
+    if (out->n == 0) list_pass(e, g, tc, o, ++pass, 0, out);
+    if (e->want_block) {
+        cand_list sized;
+        list_pass(e, g, tc, o, pass, e->want_block, &sized);
+        if (sized.n > 0) *out = sized;
     }
 }
 
@@ -542,10 +561,11 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
     kiln_status st = emit_conv_params(e, grp, &g, &body);
     if (st == KILN_OK && kind == CONV_DW) {
         int64_t total = g.n * g.k * g.oh * g.ow;
-        int items = items_per_thread(e, total, 256);
+        int block = e->want_block ? e->want_block : 256; /* kg_conv_dw strides by blockDim.x */
+        int items = items_per_thread(e, total, block);
         snprintf(what, sizeof(what), "depthwise convolution, one thread per output, %d per thread", items);
         base_str_printf(&body, "    kg_conv_dw(&p, t, %d);\n", items);
-        *op = (cg_op){.n_rtasks = ceil_div(total, 256 * items), .block = 256, .smem_bytes = 0};
+        *op = (cg_op){.n_rtasks = ceil_div(total, (int64_t)block * items), .block = block, .smem_bytes = 0};
     } else if (st == KILN_OK) {
         cand_list cl;
         tc_operands ops = tc_operands_of(e, n, &g);
@@ -602,7 +622,8 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
     return st;
 }
 
-/* "conv tc f16 x=f32 y=f16 n=1 c=64 h=56 w=56 k=64 kernel=3x3 stride=1x1 pad=1x1 dil=1x1 group=1 +bias relu" */
+/* "conv tc f16 x=f32 y=f16 n=1 c=64 h=56 w=56 k=64 kernel=3x3 stride=1x1 pad=1x1 dil=1x1 group=1 +bias relu",
+ * then " block=256" when candidates are narrowed to a block size */
 static void tune_key(const cg_emitter *e, const sched_group *grp, const conv_geom *g, bool tc, char *buf, size_t n)
 {
     const ir_node *nd = grp->nodes[0];
@@ -615,14 +636,16 @@ static void tune_key(const cg_emitter *e, const sched_group *grp, const conv_geo
     static const char *const acts[PASS_ACT_COUNT] = {"", " relu", " clip", " leaky_relu", " sigmoid", " tanh",
                                                      " gelu", " gelu_tanh", " silu", " hard_swish",
                                                      " hard_sigmoid", " softplus"};
+    char block[32] = "";
+    if (e->want_block) snprintf(block, sizeof(block), " block=%d", e->want_block);
     snprintf(buf, n,
              "conv %s %s x=%s y=%s n=%lld c=%lld h=%lld w=%lld k=%lld kernel=%lldx%lld stride=%lldx%lld "
-             "pad=%lldx%lld dil=%lldx%lld group=%lld%s%s%s",
+             "pad=%lldx%lld dil=%lldx%lld group=%lld%s%s%s%s",
              tc ? "tc" : "simt", short_dtype(cg_store(e, nd->in[1])), short_dtype(cg_store(e, nd->in[0])),
              short_dtype(cg_store(e, y)), (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w,
              (long long)g->k, (long long)g->kh, (long long)g->kw, (long long)g->sh, (long long)g->sw, (long long)g->ph,
              (long long)g->pw, (long long)g->dh, (long long)g->dw, (long long)g->groups, ep.bias ? " +bias" : "",
-             ep.residual ? " +res" : "", (unsigned)ep.act < PASS_ACT_COUNT ? acts[ep.act] : "");
+             ep.residual ? " +res" : "", (unsigned)ep.act < PASS_ACT_COUNT ? acts[ep.act] : "", block);
 }
 
 kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op)
@@ -669,7 +692,8 @@ kiln_status cg_emit_pool(cg_emitter *e, const sched_group *grp, cg_op *op)
     KILN_TRY(storage_of(e, n, n->out[0], &yt));
     bool is_max = n->op == KILN_OP_MAX_POOL;
     int64_t total = g.n * g.c * g.oh * g.ow;
-    int items = items_per_thread(e, total, 256);
+    int block = e->want_block ? e->want_block : 256; /* kg_pool_rtask strides by blockDim.x */
+    int items = items_per_thread(e, total, block);
     char what[128], px[160], py[160];
     snprintf(what, sizeof(what), "%s, one thread per output, %d per thread", is_max ? "max pool" : "average pool", items);
     emit_head(e, grp, what);
@@ -689,6 +713,6 @@ kiln_status cg_emit_pool(cg_emitter *e, const sched_group *grp, cg_op *op)
                     (long long)g.pw, (long long)g.dh, (long long)g.dw, (long long)g.pe_h, (long long)g.pe_w,
                     is_max, !is_max && ir_node_attr_int(n, "count_include_pad", 0) != 0, xt, yt,
                     cg_ptr(e, n->in[0], px, sizeof(px)), cg_ptr(e, n->out[0], py, sizeof(py)), items);
-    *op = (cg_op){.n_rtasks = ceil_div(total, 256 * items), .block = 256, .smem_bytes = 0};
+    *op = (cg_op){.n_rtasks = ceil_div(total, (int64_t)block * items), .block = block, .smem_bytes = 0};
     return e->code.oom ? KILN_ERR_OOM : KILN_OK;
 }

@@ -13,12 +13,15 @@
  * Schedule. The output's dims are collapsed wherever every operand is
  * contiguous or broadcast across them (each operand's stride along the
  * innermost collapsed dim is then 1 or 0). Elements are numbered in output
- * order; rTask t takes elements [t * chunk, (t + 1) * chunk), chunk = 256
+ * order; rTask t takes elements [t * chunk, (t + 1) * chunk), chunk = B
  * threads x ILP x VEC, and thread x of it takes VEC consecutive elements
- * at x * VEC + u * 256 * VEC for u < ILP, so each of the ILP steps is one
- * coalesced sweep of the block. All loads of a thread are issued before
- * its first store (ILP independent loads in flight per operand; an output
- * written in place of an input reads each element before writing it).
+ * at x * VEC + u * B * VEC for u < ILP, so each of the ILP steps is one
+ * coalesced sweep of the block. B is EWS_BLOCK, or the persistent
+ * kernel's block size under --schedule=mono (want_block: any block size
+ * works, only the chunk depends on it). All loads of a thread are issued
+ * before its first store (ILP independent loads in flight per operand; an
+ * output written in place of an input reads each element before writing
+ * it).
  *   - vector path: VEC = 16 bytes / the widest element among the arrays
  *     walked (halved until it divides the innermost dim): the widest
  *     arrays move 16-byte vectors, narrower ones 2 to 8 bytes, every warp
@@ -37,7 +40,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define EWS_BLOCK 256
+#define EWS_BLOCK 256 /* threads of an rTask, unless want_block says */
 /* Elements a thread takes: about EWS_ELEMS_PER_THREAD (VEC x ILP; ILP =
  * EWS_SCALAR_ILP on the scalar path); ILP halves while the group would
  * give fewer than EWS_MIN_WAVES rTasks per SM, or while the per-thread
@@ -114,6 +117,7 @@ typedef struct plan {
     int rank;
     int64_t dims[IR_MAX_RANK];
     int64_t total;
+    int block;            /* threads of an rTask */
     int vec, ilp;
     int64_t chunk, n_rtasks;
     bool wide;            /* 64-bit index math */
@@ -215,7 +219,7 @@ kiln_status cg_emit_elementwise(cg_emitter *e, const sched_group *grp, cg_op *op
     base_str_init(&body);
 
     /* strides of the operands read and of the output, then the collapsed dims */
-    plan pl = {.rank = shape->rank, .total = ir_numel(shape)};
+    plan pl = {.rank = shape->rank, .total = ir_numel(shape), .block = e->want_block ? e->want_block : EWS_BLOCK};
     for (int d = 0; d < pl.rank; d++) pl.dims[d] = shape->dims[d];
     int64_t *out_str = str[n_ops];
     int n_strs = 0;
@@ -260,9 +264,9 @@ kiln_status cg_emit_elementwise(cg_emitter *e, const sched_group *grp, cg_op *op
     pl.ilp = pl.vec > 1 ? (EWS_ELEMS_PER_THREAD + pl.vec - 1) / pl.vec : EWS_SCALAR_ILP;
     while (pl.ilp > 1 && pl.ilp * regs_per_step > EWS_MAX_REGS) pl.ilp /= 2;
     int64_t min_tasks = (int64_t)EWS_MIN_WAVES * (e->gpu.n_sms > 0 ? e->gpu.n_sms : 132);
-    while (pl.ilp > 1 && ceil_div(pl.total, (int64_t)EWS_BLOCK * pl.vec * pl.ilp) < min_tasks) pl.ilp /= 2;
-    while (ceil_div(pl.total, (int64_t)EWS_BLOCK * pl.vec * pl.ilp) > INT32_MAX) pl.ilp *= 2;
-    pl.chunk = (int64_t)EWS_BLOCK * pl.vec * pl.ilp;
+    while (pl.ilp > 1 && ceil_div(pl.total, (int64_t)pl.block * pl.vec * pl.ilp) < min_tasks) pl.ilp /= 2;
+    while (ceil_div(pl.total, (int64_t)pl.block * pl.vec * pl.ilp) > INT32_MAX) pl.ilp *= 2;
+    pl.chunk = (int64_t)pl.block * pl.vec * pl.ilp;
     pl.n_rtasks = pl.total > 0 ? ceil_div(pl.total, pl.chunk) : 1;
     pl.wide = pl.n_rtasks * pl.chunk >= ((int64_t)1 << 31);
     for (int k = 0; k < n_ops; k++) {
@@ -297,7 +301,7 @@ kiln_status cg_emit_elementwise(cg_emitter *e, const sched_group *grp, cg_op *op
     base_str_printf(s, "; %lld rTask%s of %lld elements */\n", (long long)pl.n_rtasks, pl.n_rtasks == 1 ? "" : "s",
                     (long long)pl.chunk);
     base_str_printf(s, "static __device__ void op_%d(const kiln_gctx *c, int t)\n{\n", grp->id);
-    *op = (cg_op){.n_rtasks = pl.n_rtasks, .block = EWS_BLOCK, .smem_bytes = 0};
+    *op = (cg_op){.n_rtasks = pl.n_rtasks, .block = pl.block, .smem_bytes = 0};
     if (pl.total == 0) {
         base_str_cat(s, "    (void)c;\n    (void)t;\n}\n\n");
         goto out;
@@ -326,7 +330,7 @@ kiln_status cg_emit_elementwise(cg_emitter *e, const sched_group *grp, cg_op *op
     bool guard = pl.total % pl.chunk != 0;
     char step[128], cond[96];
     snprintf(step, sizeof step, "    const %s i = i0 + (%s)u * %s;\n", I, I,
-             ilit(&pl, (int64_t)EWS_BLOCK * pl.vec, b2, sizeof b2));
+             ilit(&pl, (int64_t)pl.block * pl.vec, b2, sizeof b2));
     snprintf(cond, sizeof cond, guard ? "if (i < %s) " : "", ilit(&pl, pl.total, b3, sizeof b3));
 
     /* loads */

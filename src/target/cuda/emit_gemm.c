@@ -15,7 +15,9 @@
  * Configurations (Bolt 3.2.2): fixed tables of a few tens of tile shapes
  * per template, filtered by what fits the GPU and the problem, offered to
  * the tuner (cg_tune_choose); without a tuning result a cost model fitted
- * to H100 measurements (gemm_cost) picks one.
+ * to H100 measurements (gemm_cost) picks one. With a wanted block size
+ * (cg_emitter.want_block) only the configurations of that many threads
+ * are offered, when there are any.
  */
 #include "target/cuda/cuda-impl.h"
 
@@ -337,6 +339,17 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *o
     return add_splits(g, gpu, out, n);
 }
 
+/* gemm_candidates narrowed to those of want_block threads (0: every size),
+ * in the same order, when there are any; else all of them. */
+static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_block, gemm_cfg *out)
+{
+    int n = gemm_candidates(g, gpu, out), kept = 0;
+    if (!want_block) return n;
+    for (int i = 0; i < n; i++)
+        if (cfg_threads(&out[i]) == want_block) out[kept++] = out[i];
+    return kept > 0 ? kept : gemm_candidates(g, gpu, out);
+}
+
 /* Estimated time of c on g in SM clocks: memory time plus the larger of
  * compute and latency time.
  *   - memory: every tile reads its A and B panels through L2, and A, B and
@@ -536,7 +549,7 @@ static kiln_status emit_empty(cg_emitter *e, const sched_group *grp, cg_op *op)
     cg_comment(&e->code, grp);
     base_str_printf(&e->code, "static __device__ void op_%d(const kiln_gctx *c, int t) { (void)c; (void)t; }\n\n",
                     grp->id);
-    *op = (cg_op){.n_rtasks = 1, .block = 32, .smem_bytes = 0};
+    *op = (cg_op){.n_rtasks = 1, .block = e->want_block ? e->want_block : 32, .smem_bytes = 0};
     return KILN_OK;
 }
 
@@ -545,7 +558,7 @@ static kiln_status emit_candidate(cg_emitter *e, const sched_group *grp, int can
     gemm_problem g;
     gemm_cfg cands[MAX_CANDS];
     KILN_TRY(gemm_analyse(e, grp, &g));
-    int n = gemm_candidates(&g, &e->gpu, cands);
+    int n = sized_candidates(&g, &e->gpu, e->want_block, cands);
     if (cand < 0 || cand >= n)
         return base_diag_add(e->d, KILN_ERR_INTERNAL, "group '%s': no GEMM candidate %d (of %d)", grp->name, cand, n);
     return emit_op(e, grp, &g, &cands[cand], op);
@@ -557,16 +570,17 @@ kiln_status cg_emit_gemm(cg_emitter *e, const sched_group *grp, cg_op *op)
     gemm_cfg cands[MAX_CANDS];
     KILN_TRY(gemm_analyse(e, grp, &g));
     if (ir_numel(&g.y->t) == 0) return emit_empty(e, grp, op);
-    int n = gemm_candidates(&g, &e->gpu, cands);
+    int n = sized_candidates(&g, &e->gpu, e->want_block, cands);
     int pick = gemm_heuristic(&g, cands, n, &e->gpu);
     if (n > 1) {
-        char key[512];
+        char key[512], block[32] = "";
+        if (e->want_block) snprintf(block, sizeof(block), " block=%d", e->want_block);
         snprintf(key, sizeof(key),
-                 "gemm %s %s.%s m=%lld n=%lld k=%lld batch=%lld la=%d lb=%d out=%s bias=%s/%lld/%lld res=%s act=%d",
+                 "gemm %s %s.%s m=%lld n=%lld k=%lld batch=%lld la=%d lb=%d out=%s bias=%s/%lld/%lld res=%s act=%d%s",
                  g.tc ? "tc" : "simt", kiln_dtype_name(g.sa), kiln_dtype_name(g.sb), (long long)g.m, (long long)g.n,
                  (long long)g.k, (long long)g.n_batch, g.la, g.lb, kiln_dtype_name(g.sy),
                  g.ep.bias ? kiln_dtype_name(g.sbias) : "-", (long long)g.bias_rs, (long long)g.bias_cs,
-                 g.ep.residual ? kiln_dtype_name(g.sres) : "-", (int)g.ep.act);
+                 g.ep.residual ? kiln_dtype_name(g.sres) : "-", (int)g.ep.act, block);
         int tuned = cg_tune_choose(e, grp, key, n, emit_candidate);
         if (tuned >= 0 && tuned < n) pick = tuned;
     }

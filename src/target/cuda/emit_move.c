@@ -6,7 +6,8 @@
  * ArgMax/ArgMin. target/move_params.c reads their parameters and turns the
  * copies into affine views; this file schedules them on thread blocks.
  *
- * Schedules (every rTask is one block's chunk; 256 threads unless said):
+ * Schedules (every rTask is one block's chunk of B threads, B = 256 or,
+ * under --schedule=mono, the persistent kernel's block size, unless said):
  *   - copies: one thread per output element, or per 4/8/16-byte vector
  *     when the innermost dim is contiguous on both sides and aligned (model
  *     inputs and outputs are the caller's pointers, so only arena and
@@ -16,20 +17,20 @@
  *     tensors. A copy whose destination's innermost dim is strided in the
  *     source (a transpose swapping the innermost dim) goes through 32x32
  *     shared-memory tiles padded by one element, so that reads and writes
- *     are both coalesced.
+ *     are both coalesced (when B's warps divide 32).
  *   - Gather: one thread per output element (or vector of a row); an index
  *     out of range records KG_FAULT_INDEX and writes zeros, never reading
  *     out of bounds.
  *   - Pad: one thread per output element.
- *   - Reduce*: along a contiguous innermost run, one warp per output (8 per
- *     rTask), or one block per output for long rows (1024 threads for very
- *     long ones when outputs are few); otherwise one thread per output
- *     looping over the reduced elements, consecutive threads reading
- *     consecutive addresses, or, when that leaves most of the GPU idle, 8
- *     threads per output (32 outputs per rTask) whose partial results meet
- *     in shared memory. Floats accumulate in float (double for
- *     float64), integers exactly in 64 bits with the interpreter's
- *     wrapping.
+ *   - Reduce*: along a contiguous innermost run, one warp per output (B / 32
+ *     per rTask), or one block per output for long rows (1024 threads for
+ *     very long ones when outputs are few, unless the kernel wants B);
+ *     otherwise one thread per output looping over the reduced elements,
+ *     consecutive threads reading consecutive addresses, or, when that
+ *     leaves most of the GPU idle, B / 32 threads per output (one per
+ *     warp; 32 outputs per rTask) whose partial results meet in shared
+ *     memory. Floats accumulate in float (double for float64), integers
+ *     exactly in 64 bits with the interpreter's wrapping.
  *   - ArgMax/ArgMin: a warp per output along a long innermost axis, else a
  *     thread per output scanning in order.
  *
@@ -45,8 +46,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define MV_BLOCK 256         /* threads of an rTask (all but the long reductions) */
-#define MV_WARPS (MV_BLOCK / 32)
+#define MV_BLOCK 256         /* threads of an rTask (all but the long reductions), unless want_block says */
+#define MV_SM_THREADS 2048   /* threads an SM holds at once, whatever the block size */
 #define MV_MAX_UNROLL 4      /* elements (or vectors) per thread and rTask */
 #define MV_TILE 32           /* transpose tiles: MV_TILE x MV_TILE, rows padded by one */
 #define MV_TILE_MIN 16       /* both tiled dims at least this long, else the plain copy */
@@ -62,7 +63,7 @@ typedef struct move {
     cg_emitter *e;
     const ir_node *n;
     move_pieces pieces;
-    int block;      /* threads per rTask */
+    int block;      /* threads per rTask: a multiple of 32 */
     int smem_bytes; /* the largest piece's */
     kiln_status st; /* a template that could not be included (cg_need said why) */
 } move;
@@ -117,11 +118,15 @@ static int base_align(const cg_emitter *e, const ir_value *v)
     return a;
 }
 
+/* Warps of an rTask. */
+static int warps_of(const move *m) { return m->block / 32; }
+
 /* Elements (or vectors) per thread in an rTask: 1 while a tensor fills the
- * GPU only a few times (more blocks in flight), more once it is large. */
+ * GPU only a few times (more blocks in flight), more once it is large. The
+ * GPU's fill counts threads, so it does not depend on the block size. */
 static int unroll_for(const move *m, int64_t units)
 {
-    int64_t resident = (int64_t)MV_BLOCK * 8 * (m->e->gpu.n_sms > 0 ? m->e->gpu.n_sms : 132);
+    int64_t resident = (int64_t)MV_SM_THREADS * (m->e->gpu.n_sms > 0 ? m->e->gpu.n_sms : 132);
     int64_t waves = units / resident;
     return waves >= 2 * MV_MAX_UNROLL ? MV_MAX_UNROLL : waves >= 4 ? 2 : 1;
 }
@@ -154,19 +159,19 @@ static int64_t view_bound(const move_view *v)
     return KILN_MAX(offset_bound(v, v->src_str, v->src_off), offset_bound(v, v->dst_str, v->dst_off));
 }
 
-/* The linear index of this thread's k-th unit in rTask u:
- * "const IT i = (IT)u * chunk + k * 256 + threadIdx.x;" inside a loop over
- * k when unroll > 1 (the caller closes it with close_units). */
-static void open_units(base_str *s, const itypes *ty, int unroll, int64_t units)
+/* The linear index of this thread's k-th unit in rTask u of `block` threads:
+ * "const IT i = (IT)u * chunk + k * block + threadIdx.x;" inside a loop
+ * over k when unroll > 1 (the caller closes it with close_units). */
+static void open_units(base_str *s, const itypes *ty, int block, int unroll, int64_t units)
 {
     if (unroll > 1) {
         base_str_printf(s, "        for (int k = 0; k < %d; k++) {\n", unroll);
         base_str_printf(s, "            const %s i = (%s)u * %d + k * %d + threadIdx.x;\n", ty->it, ty->it,
-                        unroll * MV_BLOCK, MV_BLOCK);
+                        unroll * block, block);
         base_str_printf(s, "            if (i >= %lld) break;\n", (long long)units);
     } else {
         base_str_cat(s, "        {\n");
-        base_str_printf(s, "            const %s i = (%s)u * %d + threadIdx.x;\n", ty->it, ty->it, MV_BLOCK);
+        base_str_printf(s, "            const %s i = (%s)u * %d + threadIdx.x;\n", ty->it, ty->it, block);
         base_str_printf(s, "            if (i >= %lld) return;\n", (long long)units);
     }
 }
@@ -247,7 +252,8 @@ static void copy_title(base_str *s, const char *what, const move_view *v, size_t
 
 /* Transposing copy through shared-memory tiles of (a, innermost): threads
  * read MV_TILE elements along a (contiguous in the source) per row, then
- * write them along the innermost dim (contiguous in the destination). */
+ * write them along the innermost dim (contiguous in the destination); each
+ * warp takes every warps-th row, so the warps must divide MV_TILE. */
 static void piece_tiled(move *m, const move_copy *cp, const move_view *v, int a)
 {
     cg_emitter *e = m->e;
@@ -289,7 +295,7 @@ static void piece_tiled(move *m, const move_copy *cp, const move_view *v, int a)
     base_str_printf(&s, "        const %s sb = %s, db = %s;\n", ty.ot, so, dof);
     base_str_cat(&s, "        const int x = threadIdx.x & 31, y = threadIdx.x >> 5;\n");
     /* read: lanes along a */
-    base_str_printf(&s, "        for (int k = 0; k < %d; k += %d) {\n", MV_TILE, MV_WARPS);
+    base_str_printf(&s, "        for (int k = 0; k < %d; k += %d) {\n", MV_TILE, warps_of(m));
     base_str_printf(&s, "            const %s ia = a0 + x, j = j0 + y + k;\n", ty.it);
     base_str_printf(&s, "            if (ia < %lld && j < %lld) ", (long long)A, (long long)J);
     char idx[256], ld[512];
@@ -304,7 +310,7 @@ static void piece_tiled(move *m, const move_copy *cp, const move_view *v, int a)
     base_str_printf(&s, "tile[(y + k) * %d + x] = %s;\n        }\n", MV_TILE + 1, ld);
     base_str_cat(&s, "        __syncthreads();\n");
     /* write: lanes along the innermost dim */
-    base_str_printf(&s, "        for (int k = 0; k < %d; k += %d) {\n", MV_TILE, MV_WARPS);
+    base_str_printf(&s, "        for (int k = 0; k < %d; k += %d) {\n", MV_TILE, warps_of(m));
     base_str_printf(&s, "            const %s ia = a0 + y + k, j = j0 + x;\n", ty.it);
     base_str_printf(&s, "            if (ia < %lld && j < %lld) ", (long long)A, (long long)J);
     char val[64];
@@ -342,7 +348,7 @@ static void piece_elements(move *m, const move_copy *cp, const move_view *v)
     u.src_off /= per, u.dst_off /= per;
     int64_t units = ir_dims_numel(r, u.dims);
     int unroll = unroll_for(m, units);
-    int64_t chunk = (int64_t)unroll * MV_BLOCK, n_tasks = ceil_div(units, chunk);
+    int64_t chunk = (int64_t)unroll * m->block, n_tasks = ceil_div(units, chunk);
     itypes ty = itypes_for(n_tasks * chunk, view_bound(v));
     bool src_c = is_contiguous(r, u.dims, u.src_str), dst_c = is_contiguous(r, u.dims, u.dst_str);
     bool need[MOVE_MAX_RANK] = {false};
@@ -360,7 +366,7 @@ static void piece_elements(move *m, const move_copy *cp, const move_view *v)
         ptr_expr(e, cp->dst, v->dst_off, T, false, dp, sizeof dp);
         base_str_printf(&s, "        const %s *sp = %s;\n        %s *dp = %s;\n", T, sp, T, dp);
     }
-    open_units(&s, &ty, unroll, units);
+    open_units(&s, &ty, m->block, unroll, units);
     move_emit_coords(&s, ty.it, "i", r, u.dims, need, "            ");
     if (src_c) snprintf(so, sizeof so, "(%s)i", ty.ot);
     else offset_expr(so, sizeof so, &ty, r, u.src_str);
@@ -385,7 +391,7 @@ static void piece_copy(move *m, move_copy *cp)
     if (!placed(m, cp->dst) || ir_dims_numel(cp->v.rank, cp->v.dims) == 0) return;
     move_view_collapse(&cp->v);
     int a = tile_dim(&cp->v);
-    if (a >= 0) piece_tiled(m, cp, &cp->v, a);
+    if (a >= 0 && MV_TILE % warps_of(m) == 0) piece_tiled(m, cp, &cp->v, a);
     else piece_elements(m, cp, &cp->v);
 }
 
@@ -397,7 +403,7 @@ static void piece_fill(move *m, const char *what, const ir_value *dst, uint64_t 
     if (!placed(m, dst) || total == 0) return;
     size_t es = store_size(e, dst);
     int unroll = unroll_for(m, total);
-    int64_t chunk = (int64_t)unroll * MV_BLOCK, n_tasks = ceil_div(total, chunk);
+    int64_t chunk = (int64_t)unroll * m->block, n_tasks = ceil_div(total, chunk);
     itypes ty = itypes_for(n_tasks * chunk, 0);
     base_str s;
     base_str_init(&s);
@@ -405,7 +411,7 @@ static void piece_fill(move *m, const char *what, const ir_value *dst, uint64_t 
     ptr_expr(e, dst, 0, bits_type(es), false, dp, sizeof dp);
     base_str_printf(&s, "        /* %s: %lld elements */\n", what, (long long)total);
     base_str_printf(&s, "        %s *dp = %s;\n", bits_type(es), dp);
-    open_units(&s, &ty, unroll, total);
+    open_units(&s, &ty, m->block, unroll, total);
     base_str_printf(&s, "            dp[i] = %s;\n", bits_lit(es, bits, lit, sizeof lit));
     close_units(&s);
     add_piece(m, &s, n_tasks);
@@ -431,7 +437,7 @@ static void piece_gather(move *m)
     int64_t per = vb ? vb / (int64_t)es : 1, iu = inner / per;
     int64_t units = outer * n_ind * iu;
     int unroll = unroll_for(m, units);
-    int64_t chunk = (int64_t)unroll * MV_BLOCK, n_tasks = ceil_div(units, chunk);
+    int64_t chunk = (int64_t)unroll * m->block, n_tasks = ceil_div(units, chunk);
     itypes ty = itypes_for(n_tasks * chunk, ir_numel(x));
     const char *T = vb ? vec_type(vb) : bits_type(es);
 
@@ -448,7 +454,7 @@ static void piece_gather(move *m)
         ptr_expr(e, yv, 0, T, false, dp, sizeof dp);
         base_str_printf(&s, "        const %s *sp = %s;\n        %s *dp = %s;\n", T, sp, T, dp);
     }
-    open_units(&s, &ty, unroll, units);
+    open_units(&s, &ty, m->block, unroll, units);
     base_str_printf(&s, "            %s q = i;\n", ty.it);
     if (iu > 1)
         base_str_printf(&s, "            const %s cu = q %% %lld;\n            q /= %lld;\n", ty.it, (long long)iu,
@@ -513,7 +519,7 @@ static void piece_pad(move *m)
     int64_t istr[IR_MAX_RANK];
     move_contiguous_strides(r, x->dims, istr);
     int unroll = unroll_for(m, total);
-    int64_t chunk = (int64_t)unroll * MV_BLOCK, n_tasks = ceil_div(total, chunk);
+    int64_t chunk = (int64_t)unroll * m->block, n_tasks = ceil_div(total, chunk);
     itypes ty = itypes_for(n_tasks * chunk, KILN_MAX(ir_numel(x), total));
     const char *T = bits_type(es);
     base_str s;
@@ -529,7 +535,7 @@ static void piece_pad(move *m)
         ptr_expr(e, yv, 0, T, false, dp, sizeof dp);
         base_str_printf(&s, "        %s *dp = %s;\n", T, dp);
     }
-    open_units(&s, &ty, unroll, total);
+    open_units(&s, &ty, m->block, unroll, total);
     if (empty) {
         if (convert) {
             base_str_cat(&s, "            ");
@@ -758,7 +764,7 @@ static void emit_warp_combine(base_str *s, kiln_op op, acc_kind k, const char *i
 /* How a Reduce's outputs are spread over threads. */
 typedef enum red_sched {
     RED_THREAD, /* a thread per output, looping over its elements */
-    RED_COLS,   /* 32 outputs per rTask, each reduced by 8 threads (few outputs, a strided reduction) */
+    RED_COLS,   /* 32 outputs per rTask, each reduced by a thread per warp (few outputs, a strided reduction) */
     RED_WARP,   /* a warp per output along a contiguous run */
     RED_BLOCK,  /* a block per output along a long contiguous run */
 } red_sched;
@@ -769,8 +775,9 @@ static red_sched red_sched_for(const move *m, const red_view *rv, bool empty)
     if (empty || rv->count == 0 || rv->nr == 0) return RED_THREAD;
     if (rv->rs[rv->nr - 1] == 1 && rv->count >= MV_BLOCK_ROW) return RED_BLOCK;
     if (rv->rs[rv->nr - 1] == 1 && rv->count >= MV_WARP_ROW) return RED_WARP;
-    /* a thread per output would leave most of the GPU idle */
-    if (rv->outs < 2 * (int64_t)n_sms * MV_BLOCK && rv->count >= 8 * MV_WARPS) return RED_COLS;
+    /* a thread per output would leave most of the GPU idle (a quarter of
+     * its threads or fewer); each thread then still takes 8 elements */
+    if (rv->outs < (int64_t)n_sms * (MV_SM_THREADS / 4) && rv->count >= 8 * warps_of(m)) return RED_COLS;
     return RED_THREAD;
 }
 
@@ -791,12 +798,19 @@ static void piece_reduce(move *m)
     bool empty = ir_numel(x) == 0;
     red_sched sched = red_sched_for(m, &rv, empty);
     int n_sms = e->gpu.n_sms > 0 ? e->gpu.n_sms : 132;
-    if (sched == RED_BLOCK && rv.count >= MV_BIG_ROW && rv.outs < 2 * (int64_t)n_sms) m->block = MV_BIG_BLOCK;
-    static const int per_task[] = {[RED_THREAD] = MV_BLOCK, [RED_COLS] = 32, [RED_WARP] = MV_WARPS, [RED_BLOCK] = 1};
-    static const char *const how[] = {[RED_THREAD] = "a thread per output", [RED_COLS] = "8 threads per output",
-                                      [RED_WARP] = "a warp per output", [RED_BLOCK] = "a block per output"};
+    /* a kernel that wants a block size keeps it: the long rows then take
+     * more steps per thread */
+    bool big = sched == RED_BLOCK && rv.count >= MV_BIG_ROW && rv.outs < 2 * (int64_t)n_sms;
+    if (big && !e->want_block) m->block = MV_BIG_BLOCK;
+    int warps = warps_of(m);
+    const int per_task[] = {[RED_THREAD] = m->block, [RED_COLS] = 32, [RED_WARP] = warps, [RED_BLOCK] = 1};
+    char cols_how[32], big_how[32] = "";
+    snprintf(cols_how, sizeof cols_how, "%d threads per output", warps);
+    if (sched == RED_BLOCK && m->block != MV_BLOCK) snprintf(big_how, sizeof big_how, " of %d threads", m->block);
+    const char *const how[] = {[RED_THREAD] = "a thread per output", [RED_COLS] = cols_how,
+                               [RED_WARP] = "a warp per output", [RED_BLOCK] = "a block per output"};
     int64_t n_tasks = ceil_div(rv.outs, per_task[sched]);
-    itypes ty = itypes_for(KILN_MAX(n_tasks * MV_BLOCK, rv.count), ir_numel(x));
+    itypes ty = itypes_for(KILN_MAX(n_tasks * m->block, rv.count), ir_numel(x));
     char init[64], fin[128], ld[512], off[600], idx[700], val[160];
     acc_init(op, k, x->dtype, init, sizeof init);
     acc_final(op, k, rv.count, fin, sizeof fin);
@@ -807,18 +821,18 @@ static void piece_reduce(move *m)
     base_str_init(&s);
     base_str_printf(&s, "        /* %s: %lld output%s of %lld element%s, %s%s, in %s */\n", n->op_type,
                     (long long)rv.outs, rv.outs == 1 ? "" : "s", (long long)rv.count, rv.count == 1 ? "" : "s",
-                    how[sched], m->block == MV_BIG_BLOCK ? " of 1024 threads" : "", AT);
+                    how[sched], big_how, AT);
     const char *ind = "            ";
     base_str_cat(&s, "        {\n");
     switch (sched) {
     case RED_BLOCK: base_str_printf(&s, "%sconst %s o = (%s)u;\n", ind, ty.it, ty.it); break;
     case RED_WARP:
-        base_str_printf(&s, "%sconst %s o = (%s)u * %d + (threadIdx.x >> 5);\n", ind, ty.it, ty.it, MV_WARPS);
+        base_str_printf(&s, "%sconst %s o = (%s)u * %d + (threadIdx.x >> 5);\n", ind, ty.it, ty.it, warps);
         base_str_printf(&s, "%sif (o >= %lld) return;\n", ind, (long long)rv.outs);
         break;
     case RED_COLS: base_str_printf(&s, "%sconst %s o = (%s)u * 32 + (threadIdx.x & 31);\n", ind, ty.it, ty.it); break;
     case RED_THREAD:
-        base_str_printf(&s, "%sconst %s o = (%s)u * %d + threadIdx.x;\n", ind, ty.it, ty.it, MV_BLOCK);
+        base_str_printf(&s, "%sconst %s o = (%s)u * %d + threadIdx.x;\n", ind, ty.it, ty.it, m->block);
         base_str_printf(&s, "%sif (o >= %lld) return;\n", ind, (long long)rv.outs);
         break;
     }
@@ -846,7 +860,9 @@ static void piece_reduce(move *m)
         } else {
             static const char *const first[] = {[RED_COLS] = "threadIdx.x >> 5", [RED_WARP] = "threadIdx.x & 31",
                                                 [RED_BLOCK] = "threadIdx.x"};
-            static const char *const step[] = {[RED_COLS] = "8", [RED_WARP] = "32", [RED_BLOCK] = "blockDim.x"};
+            char cols_step[16];
+            snprintf(cols_step, sizeof cols_step, "%d", warps); /* a thread per warp */
+            const char *const step[] = {[RED_COLS] = cols_step, [RED_WARP] = "32", [RED_BLOCK] = "blockDim.x"};
             base_str_printf(&s, "%sfor (%s r = %s; r < %lld; r += %s) {\n", in2, ty.it, first[sched],
                             (long long)rv.count, step[sched]);
             red_offset(off, sizeof off, &ty, &rv, "r");
@@ -872,10 +888,10 @@ static void piece_reduce(move *m)
         cg_store_stmt(e, &s, yv, "o", val);
         break;
     case RED_COLS:
-        base_str_printf(&s, "%s%s *red = (%s *)kg_smem; /* [8][32]: the partial results */\n", ind, AT, AT);
+        base_str_printf(&s, "%s%s *red = (%s *)kg_smem; /* [%d][32]: the partial results */\n", ind, AT, AT, warps);
         base_str_printf(&s, "%sred[threadIdx.x] = acc;\n%s__syncthreads();\n", ind, ind);
         base_str_printf(&s, "%sif (threadIdx.x < 32) {\n", ind);
-        base_str_printf(&s, "%sfor (int w = 1; w < %d; w++) {\n", in2, MV_WARPS);
+        base_str_printf(&s, "%sfor (int w = 1; w < %d; w++) {\n", in2, warps);
         base_str_printf(&s, "%s    const %s b = red[w * 32 + threadIdx.x];\n", in2, AT);
         char in3[40];
         snprintf(in3, sizeof in3, "%s    ", in2);
@@ -884,7 +900,7 @@ static void piece_reduce(move *m)
         cg_store_stmt(e, &s, yv, "o", val);
         base_str_printf(&s, "%s}\n", ind);
         base_str_printf(&s, "%s__syncthreads(); /* red is reused by the block's next rTask */\n", ind);
-        m->smem_bytes = KILN_MAX(m->smem_bytes, MV_BLOCK * (int)sizeof(double));
+        m->smem_bytes = KILN_MAX(m->smem_bytes, m->block * (int)sizeof(double));
         break;
     case RED_BLOCK:
         emit_warp_combine(&s, op, k, ind);
@@ -930,8 +946,8 @@ static void piece_arg(move *m)
     const char *VT = k == ACC_INT ? "kg_i64" : k == ACC_UINT ? "kg_u64" : "double";
     const char *better = k == ACC_INT ? "kg_arg_better_i64" : k == ACC_UINT ? "kg_arg_better_u64" : "kg_arg_better_fp";
     bool warp = inner == 1 && len >= MV_ARG_WARP;
-    int64_t n_tasks = ceil_div(outs, warp ? MV_WARPS : MV_BLOCK);
-    itypes ty = itypes_for(KILN_MAX(n_tasks * MV_BLOCK, len), ir_numel(x));
+    int64_t n_tasks = ceil_div(outs, warp ? warps_of(m) : m->block);
+    itypes ty = itypes_for(KILN_MAX(n_tasks * m->block, len), ir_numel(x));
     const char *flags = is_max ? (last ? "true, true" : "true, false") : (last ? "false, true" : "false, false");
     char ld[512], idx[256];
 
@@ -941,7 +957,7 @@ static void piece_arg(move *m)
                     (long long)inner, warp ? "a warp per output" : "a thread per output");
     if (warp) {
         base_str_printf(&s, "        {\n            const %s o = (%s)u * %d + (threadIdx.x >> 5);\n", ty.it, ty.it,
-                        MV_WARPS);
+                        warps_of(m));
         base_str_printf(&s, "            if (o >= %lld) return;\n", (long long)outs);
         base_str_printf(&s, "            const %s base = (%s)o * %lld;\n", ty.ot, ty.ot, (long long)len);
         base_str_printf(&s, "            %s bv = 0;\n            kg_i64 bi = -1;\n", VT);
@@ -957,7 +973,7 @@ static void piece_arg(move *m)
         emit_take(&s, "ov", "oi");
         base_str_cat(&s, "            if ((threadIdx.x & 31) == 0) ");
     } else {
-        base_str_printf(&s, "        {\n            const %s o = (%s)u * %d + threadIdx.x;\n", ty.it, ty.it, MV_BLOCK);
+        base_str_printf(&s, "        {\n            const %s o = (%s)u * %d + threadIdx.x;\n", ty.it, ty.it, m->block);
         base_str_printf(&s, "            if (o >= %lld) return;\n", (long long)outs);
         if (inner > 1)
             base_str_printf(&s, "            const %s base = (%s)(o / %lld) * %lld + (%s)(o %% %lld);\n", ty.ot, ty.ot,
@@ -1010,7 +1026,7 @@ kiln_status cg_emit_move(cg_emitter *e, const sched_group *grp, cg_op *op)
     if (grp->n_nodes != 1 || !cg_can_move(n))
         return base_diag_add(e->d, KILN_ERR_INTERNAL, "the cuda target cannot emit %s as data movement",
                              ir_node_label(n, lb, sizeof lb));
-    move m = {.e = e, .n = n, .block = MV_BLOCK};
+    move m = {.e = e, .n = n, .block = e->want_block ? e->want_block : MV_BLOCK};
     for (int i = 0; i < move_n_copies(n); i++) {
         move_copy cp;
         move_copy_of(n, i, &cp);

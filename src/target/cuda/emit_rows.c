@@ -139,13 +139,16 @@ static int chunk_elems(const cg_emitter *e, const rows_plan *rp)
 
 /* Team and block: a warp per row for rows up to WARP_ROW_MAX (as many warps
  * per block as keep two rTasks per multiprocessor), else a block per row
- * sized for BLOCK_ROW_PER_THREAD elements per thread. */
+ * sized for BLOCK_ROW_PER_THREAD elements per thread. A wanted block size
+ * (cg_emitter.want_block) replaces either choice: kg_rows.cuh takes its
+ * team size and rows per rTask from blockDim.x. */
 static void plan_launch(const cg_emitter *e, rows_plan *rp)
 {
     int64_t chunks = rp->cols / rp->vec;
     if (rp->cols <= WARP_ROW_MAX) {
         int warps = 8;
         while (warps > 1 && cdiv(rp->rows, warps) < 2 * (int64_t)e->gpu.n_sms) warps /= 2;
+        if (e->want_block) warps = e->want_block / 32;
         rp->team_block = 0;
         rp->block = 32 * warps;
         rp->per = (int)cdiv(chunks, 32);
@@ -154,6 +157,7 @@ static void plan_launch(const cg_emitter *e, rows_plan *rp)
         int64_t threads = cdiv(cdiv(rp->cols, BLOCK_ROW_PER_THREAD), 32) * 32;
         if (threads < 128) threads = 128;
         if (threads > 1024) threads = 1024;
+        if (e->want_block) threads = e->want_block;
         rp->team_block = 1;
         rp->block = (int)threads;
         rp->per = (int)cdiv(chunks, threads);
@@ -201,7 +205,7 @@ static kiln_status emit_cols(cg_emitter *e, const sched_group *grp, const ir_nod
 {
     base_str *s = &e->code;
     char px[160], py[160];
-    const int block = 256;
+    const int block = e->want_block ? e->want_block : 256;
     KILN_TRY(cg_need(e, "kg_rows.cuh"));
     cg_comment(s, grp);
     base_str_printf(s, "/* %lld x %lld columns of %lld, a thread per column */\n", (long long)outer,
@@ -224,7 +228,7 @@ static kiln_status emit_empty(cg_emitter *e, const sched_group *grp, cg_op *op)
     cg_comment(&e->code, grp);
     base_str_printf(&e->code, "static __device__ void op_%d(const kiln_gctx *c, int t) { (void)c; (void)t; }\n\n",
                     grp->id);
-    *op = (cg_op){.n_rtasks = 1, .block = 32, .smem_bytes = 0};
+    *op = (cg_op){.n_rtasks = 1, .block = e->want_block ? e->want_block : 32, .smem_bytes = 0};
     return KILN_OK;
 }
 

@@ -379,6 +379,7 @@ static void make_source(cg_emitter *e, const sched_group *grp, const char *key, 
         st = cg_prelude(e, &s);
     }
     if (st == KILN_OK) {
+        base_str_printf(&s, "#define KG_SITE_%d 0u\n", grp->id);
         base_str_cat(&s, base_str_get(&code));
         base_str_printf(&s,
                         "\nextern \"C\" __global__ void __launch_bounds__(%d) k_tune(const kiln_gctx *c)\n{\n"
