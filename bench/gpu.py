@@ -3,12 +3,14 @@
 ViT-B/16 and ResNet-50, fp16, end-to-end latency, all in one run.
 
     python3 bench/gpu.py [--models bert1,bert16,vit,resnet50] [--iterations 200] [--warmup 20]
-                         [--tune] [--skip-compile-peers] [--compile-budget 120] [--budget 480]
+                         [--tune] [--schedule kernels,mono] [--skip-compile-peers]
+                         [--compile-budget 120] [--budget 480]
                          [--bundle bundle] [--json OUT.json] [--compile-only]
 
 For each model (random weights, seed 0, eval mode; nothing is downloaded):
   1. export to ONNX (opset 17, fp32 graph) with the inputs used throughout;
-  2. kiln: `kiln compile --target cuda --precision fp16 [--tune]`, then
+  2. kiln, for each --schedule (a table row each):
+     `kiln compile --target cuda --precision fp16 --schedule S [--tune]`, then
      `kiln bench --json` on the artifact (host clock around each run: inputs
      uploaded, outputs downloaded and the stream synchronised every time), and
      `kiln run` whose outputs must match PyTorch fp32 (TF32 off) within the
@@ -296,16 +298,17 @@ def second_look(r, outputs, refs, outs16):
         texts.append("%s: kiln max abs %.3g, PyTorch fp16 %.3g (%.2fx)" % (n, ek, et, ek / et if et else float("inf")))
     r["kiln_ok"] = ok
     r["kiln_rule"] = "within %.2fx of PyTorch fp16's own error: %s" % (FP16_PEER_SLACK, "; ".join(texts))
-    log("%s: kiln against PyTorch fp32, second look (PyTorch fp16 is outside the per-element tolerance too): %s; %s" % (
-        r["model"], "PASS" if ok else "FAIL", "; ".join(texts)))
+    log("%s [%s]: kiln against PyTorch fp32, second look (PyTorch fp16 is outside the per-element tolerance too): %s; %s" % (
+        r["model"], r["schedule"], "PASS" if ok else "FAIL", "; ".join(texts)))
 
 
 def bench_kiln(r, a, work, onnx_path, npz_path, outputs, refs):
     """kiln's part for one model, into r: compile, then (unless
     --compile-only) run and compare with refs, then time."""
-    name = r["model"]
+    name = r["model"] + ("" if r["schedule"] == "kernels" else "." + r["schedule"])
     art = os.path.join(work, name + ".kiln")
-    cmd = ["compile", onnx_path, "-o", art, "--target", "cuda", "--precision", a.precision, "--quiet"]
+    cmd = ["compile", onnx_path, "-o", art, "--target", "cuda", "--precision", a.precision,
+           "--schedule", r["schedule"], "--quiet"]
     if a.tune:
         cmd.append("--tune")
     if a.tuning_db:
@@ -358,26 +361,26 @@ def ratio(peer, kiln_us):
 
 def print_table(results, a):
     log("")
-    log("%-30s %11s %11s %11s %13s   %s" % ("model (fp16)", "kiln", "eager", "eager+graph",
-                                           "max-autotune", "peer time / kiln time (eager, graph, compile)"))
+    log("%-30s %-8s %11s %11s %11s %13s   %s" % ("model (fp16)", "schedule", "kiln", "eager", "eager+graph",
+                                                 "max-autotune", "peer time / kiln time (eager, graph, compile)"))
     for r in results:
         k = r.get("kiln_us")
         c = r.get("compiled_us")
         cs = fmt_us(c) if c is not None else ("skipped" if a.skip_compile_peers else "n/a")
-        log("%-30s %11s %11s %11s %13s   %s, %s, %s" % (
-            MODELS[r["model"]], fmt_us(k), fmt_us(r.get("eager_us")), fmt_us(r.get("graph_us")), cs,
+        log("%-30s %-8s %11s %11s %11s %13s   %s, %s, %s" % (
+            MODELS[r["model"]], r["schedule"], fmt_us(k), fmt_us(r.get("eager_us")), fmt_us(r.get("graph_us")), cs,
             ratio(r.get("eager_us"), k), ratio(r.get("graph_us"), k), ratio(c, k)))
     notes = []
     for r in results:
         for key, what in (("kiln_note", "kiln"), ("kiln_rule", "kiln matched PyTorch"), ("graph_note", "CUDA graph"),
                           ("compile_note", "torch.compile")):
             if r.get(key):
-                notes.append("  %s, %s: %s" % (r["model"], what, r[key]))
+                notes.append("  %s [%s], %s: %s" % (r["model"], r["schedule"], what, r[key]))
         if r.get("compile_s") is not None:
             notes.append("  %s: torch.compile took %.0f s; kiln compile %.1f s" % (
                 r["model"], r["compile_s"], r.get("kiln_compile_s") or 0))
         elif r.get("kiln_compile_s") is not None:
-            notes.append("  %s: kiln compile %.1f s" % (r["model"], r["kiln_compile_s"]))
+            notes.append("  %s [%s]: kiln compile %.1f s" % (r["model"], r["schedule"], r["kiln_compile_s"]))
     if notes:
         log("notes:")
         for n in notes:
@@ -407,8 +410,10 @@ def run(a):
         info["kiln"], info.get("device", "no GPU"), torch.__version__, a.iterations, a.warmup, work))
     results = []
     for name in names:
-        r = {"model": name, "description": MODELS[name]}
-        results.append(r)
+        # a row per schedule; the peers are measured once and shared
+        rows = [{"model": name, "description": MODELS[name], "schedule": s} for s in a.schedules]
+        results.extend(rows)
+        r = rows[0]
         model, inputs, outputs = build(name)
         onnx_path = os.path.join(work, name + ".onnx")
         npz_path = os.path.join(work, name + ".inputs.npz")
@@ -416,33 +421,37 @@ def run(a):
         try:
             r["exporter"] = export_onnx(model, inputs, outputs, onnx_path)
         except Exception as e:  # noqa: BLE001 - one model's failure must not stop the others
-            r["kiln_note"] = "ONNX export failed: %s: %s" % (type(e).__name__, str(e).splitlines()[0][:200])
+            for row in rows:
+                row["kiln_note"] = "ONNX export failed: %s: %s" % (type(e).__name__, str(e).splitlines()[0][:200])
             log("%s: %s" % (name, r["kiln_note"]))
             continue
         np.savez(npz_path, **inputs)
         log("%s: exported (%s) in %.1f s" % (name, r["exporter"], time.time() - t0))
         refs = None if a.compile_only else reference(model, inputs)
-        bench_kiln(r, a, work, onnx_path, npz_path, outputs, refs)
+        for row in rows:
+            bench_kiln(row, a, work, onnx_path, npz_path, outputs, refs)
         if a.compile_only:
             continue
         peer, outs16 = eager_and_graph(model, inputs, a)
         torch.cuda.empty_cache()
-        r.update(peer)
+        for row in rows:
+            row.update(peer)
         ok16, text16 = True, []
         for n, want, g in zip(outputs, refs, outs16):
             text, good = compare_ort.compare(n, g, want, *TOLERANCE[a.precision])
             ok16 &= good
             text16.append("%s: %s" % (n, text))
-        r["torch_fp16_check"] = text16
-        if not r.get("kiln_ok") and r.get("kiln_outputs") is not None and not ok16:
-            second_look(r, outputs, refs, outs16)
-        r.pop("kiln_outputs", None)
+        for row in rows:
+            row["torch_fp16_check"] = text16
+            if not row.get("kiln_ok") and row.get("kiln_outputs") is not None and not ok16:
+                second_look(row, outputs, refs, outs16)
+            row.pop("kiln_outputs", None)
         log("%s: PyTorch eager %s, CUDA graph %s; PyTorch fp16 against fp32, for scale: %s the tolerance; %s" % (
             name, fmt_us(r["eager_us"]), fmt_us(r.get("graph_us")), "within" if ok16 else "OUTSIDE",
             "; ".join(text16)))
     # torch.compile last: whatever time is left, within each model's budget
     if not a.compile_only and not a.skip_compile_peers:
-        todo = list(results)
+        todo = [r for r in results if r["schedule"] == a.schedules[0]]
         for i, r in enumerate(todo):
             left = a.budget - (time.time() - t_start)
             budget = min(a.compile_budget, max(0.0, left / (len(todo) - i)))
@@ -451,11 +460,14 @@ def run(a):
                 continue
             log("%s: torch.compile(mode='max-autotune'), up to %.0f s" % (r["model"], budget))
             res, note = run_compile_peer(r["model"], a, budget)
-            if res:
-                r.update(res)
-            else:
-                r["compiled_us"] = None
-                r["compile_note"] = note
+            for row in results:
+                if row["model"] != r["model"]:
+                    continue
+                if res:
+                    row.update(res)
+                else:
+                    row["compiled_us"] = None
+                    row["compile_note"] = note
     info["seconds"] = time.time() - t_start
     if not a.compile_only:
         print_table(results, a)
@@ -478,6 +490,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=20, help="untimed runs first (default 20)")
     ap.add_argument("--precision", choices=["fp16", "bf16"], default="fp16", help="kiln's storage precision")
     ap.add_argument("--tune", action="store_true", help="kiln compile --tune")
+    ap.add_argument("--schedule", default="kernels",
+                    help="kiln's schedule(s), comma-separated: kernels, mono (a table row each; default kernels)")
     ap.add_argument("--tuning-db", help="kiln's tuning database (default: kiln's)")
     ap.add_argument("--skip-compile-peers", action="store_true", help="no torch.compile")
     ap.add_argument("--compile-budget", type=float, default=120,
@@ -497,6 +511,10 @@ def main():
     if a.peer_compile:
         peer_compile_main(a)
         return 0
+    a.schedules = [s.strip() for s in a.schedule.split(",") if s.strip()]
+    if not a.schedules or any(s not in ("kernels", "mono") for s in a.schedules) or \
+            len(set(a.schedules)) != len(a.schedules):
+        ap.error("--schedule takes kernels and/or mono, comma-separated, each once")
     a.bundle = os.path.abspath(a.bundle)
     a.kiln = os.path.abspath(a.kiln) if a.kiln else os.path.join(a.bundle, "kiln")
     return run(a)

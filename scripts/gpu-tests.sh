@@ -22,7 +22,8 @@
 #
 # Logs: one file per section in --logs DIR (default $OUT when set, as under
 # the device tool, else a fresh temporary folder), at most 8 files.
-# Environment: JOBS (default: processors, at most 12), BENCH_ARGS,
+# Environment: JOBS (default: processors, at most 12), BENCH_ARGS, SCHEDULE
+# (kernels or mono: the --schedule of ops, conformance and models; default kernels),
 # KILN_SECTION_TIMEOUT (seconds per section, default 900), PYTHON (python3).
 #
 # The device tool allows 10 minutes a command: run the sections in groups,
@@ -39,6 +40,7 @@ ONLY=""
 SKIP=""
 PYTHON=${PYTHON:-python3}
 SECTION_TIMEOUT=${KILN_SECTION_TIMEOUT:-900}
+SCHEDULE=${SCHEDULE:-kernels}
 ncpu=$(nproc 2>/dev/null || echo 4)
 JOBS=${JOBS:-$((ncpu < 12 ? ncpu : 12))}
 
@@ -172,18 +174,18 @@ section_ops() {
         filters+=("$a")
         for m in "${names[@]}"; do [[ "$m" == *"$a"* ]] && covered[$m]=1; done
     done
-    export KT_BIN="$BUNDLE/test_ops" KT_DIR="$dir" KT_TIMEOUT="$SECTION_TIMEOUT"
+    export KT_BIN="$BUNDLE/test_ops" KT_DIR="$dir" KT_TIMEOUT="$SECTION_TIMEOUT" KT_SCHEDULE="$SCHEDULE"
     # shellcheck disable=SC2016  # the worker's own variables
     printf '%s\n' "${filters[@]}" completeness | xargs -d '\n' -P "$JOBS" -n 1 bash -c '
         out="$KT_DIR/$(printf %s "$1" | tr -c "A-Za-z0-9_.+-" "_").log"
-        timeout "$KT_TIMEOUT" "$KT_BIN" --target cuda --filter "$1" >"$out" 2>&1
+        timeout "$KT_TIMEOUT" "$KT_BIN" --target cuda --schedule "$KT_SCHEDULE" --filter "$1" >"$out" 2>&1
         rc=$?
         [ $rc -eq 124 ] && echo "TIMEOUT after ${KT_TIMEOUT}s: --filter $1" >>"$out"
         exit 0' _
     cat "$dir"/*.log >"$work/ops-all.log"
     local p=0 f=0
     {
-        echo "test_ops --target cuda: ${#names[@]} cases in ${#filters[@]} processes"
+        echo "test_ops --target cuda --schedule $SCHEDULE: ${#names[@]} cases in ${#filters[@]} processes"
         for a in "${names[@]}"; do
             if grep -qF "FAIL  $a #" "$work/ops-all.log"; then
                 f=$((f + 1))
@@ -253,14 +255,14 @@ section_conformance() {
     local pids=()
     for k in $(seq 0 $((JOBS - 1))); do
         [ -d "$work/conf/$k" ] || continue
-        ${limited[@]+"${limited[@]}"} "$BUNDLE/conformance" --target cuda --verbose --timeout 60 --xfail "$xfail" "$work/conf/$k"/* \
+        ${limited[@]+"${limited[@]}"} "$BUNDLE/conformance" --target cuda --schedule "$SCHEDULE" --verbose --timeout 60 --xfail "$xfail" "$work/conf/$k"/* \
             >"$work/conf/$k.log" 2>&1 &
         pids+=($!)
     done
     for k in "${pids[@]}"; do wait "$k"; done
     local p=0 f=0 x=0 line
     {
-        echo "conformance --target cuda (fp32), expected failures from $xfail, $JOBS shards"
+        echo "conformance --target cuda --schedule $SCHEDULE (fp32), expected failures from $xfail, $JOBS shards"
         for k in $(seq 0 $((JOBS - 1))); do
             [ -f "$work/conf/$k.log" ] || continue
             grep -E '^(FAIL|XPASS)' "$work/conf/$k.log"
@@ -319,7 +321,7 @@ EOF
                 continue
             fi
             rm -f "$dir/$m.kiln.npz"
-            if ! ${limited[@]+"${limited[@]}"} "$BUNDLE/kiln" run "$dir/$m.onnx" --target cuda --inputs "$dir/$m.inputs.npz" \
+            if ! ${limited[@]+"${limited[@]}"} "$BUNDLE/kiln" run "$dir/$m.onnx" --target cuda --schedule "$SCHEDULE" --inputs "$dir/$m.inputs.npz" \
                 --output "$dir/$m.kiln.npz" >"$work/$m.run.log" 2>&1; then
                 echo "FAIL  $m: kiln run failed:"
                 tail -n 5 "$work/$m.run.log"
