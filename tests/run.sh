@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # tests/run.sh BUILD_DIR: the default test run (what `make check` and CI run).
-#   1. unit tests (base, IR, ONNX loader, npy/npz)
-#   2. command-line tests (help, exit codes, the embedded model, malformed input)
-#   3. ONNX conformance on the reference interpreter, with the expected-failure list
-#   4. the same conformance cases compiled for the c target and run by the runtime
-#   5. the IR -> ONNX export round trip over the same models
-#   6. ResNet-50, MobileNetV2 and BERT-base through kiln against onnxruntime
-#   (and the kernel templates' own tests)
-# Ends with the line "N passed, N failed" summing all three.
+#   1. unit tests (base, IR, ONNX loader, npy/npz), the kernel templates' own
+#      tests, the per-op differential tests on the c target
+#   2. every per-op case's CUDA kernels built by NVRTC (no GPU needed), under
+#      --schedule kernels (fp32) and mono (fp16)
+#   3. command-line tests (help, exit codes, the embedded model, malformed input)
+#   4. ONNX conformance on the reference interpreter, with the expected-failure list
+#   5. the same conformance cases compiled for the c target and run by the runtime
+#   6. the IR -> ONNX export round trip over the same models
+#   7. ResNet-50, MobileNetV2 and BERT-base through kiln against onnxruntime
+# Ends with the line "N passed, N failed" summing them all.
 set -u
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -47,6 +49,14 @@ echo "== per-op differential tests: the c target against the interpreter, random
 "$build/test_ops" >"$log/ops" 2>&1
 grep -E 'FAIL' "$log/ops" | head -40
 count "$log/ops" "per-op tests"
+
+echo "== CUDA kernels of every per-op case compile with NVRTC (sm_80, sm_90a; no GPU needed)"
+"$build/test_ops" --target cuda --compile-only >"$log/opscu" 2>&1
+grep -E 'FAIL' "$log/opscu" | head -40
+count "$log/opscu" "CUDA compile (kernels, fp32)"
+"$build/test_ops" --target cuda --compile-only --schedule mono --precision fp16 >"$log/opsmono" 2>&1
+grep -E 'FAIL' "$log/opsmono" | head -40
+count "$log/opsmono" "CUDA compile (mono, fp16)"
 
 echo "== command-line tests"
 "$here/cli/test_cli.sh" "$build" >"$log/cli" 2>&1
