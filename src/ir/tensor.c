@@ -131,6 +131,17 @@ static int64_t f64_to_int(double v)
     return (int64_t)v;
 }
 
+/* To uint64: as f64_to_int below 2^63 (negative values wrap), exact from
+ * 2^63 and saturated from 2^64 (+inf too). No conversion out of range, whose
+ * result C leaves undefined and x86's scalar and AVX-512 instructions
+ * answer differently; generated code on every target uses the same rule. */
+static uint64_t f64_to_u64(double v)
+{
+    if (v >= 18446744073709551616.0) return UINT64_MAX;
+    if (v >= 9.2233720368547758e18) return (uint64_t)f64_to_int(v - 9.2233720368547758e18) + (UINT64_C(1) << 63);
+    return (uint64_t)f64_to_int(v);
+}
+
 /* f16 and bf16 are reached through f32; rounding v to f32 "to odd" first
  * makes the second rounding give the correctly rounded result, as if v were
  * rounded once. */
@@ -156,7 +167,7 @@ void ir_set_f64(ir_tensor *t, int64_t i, double v)
     case KILN_BF16: ((uint16_t *)p)[i] = base_f32_to_bf16(f32_round_odd(v)); break;
     case KILN_BOOL: ((uint8_t *)p)[i] = v != 0; break;
     case KILN_U64:
-        ((uint64_t *)p)[i] = v >= 9.2233720368547758e18 ? (uint64_t)v : (uint64_t)f64_to_int(v);
+        ((uint64_t *)p)[i] = f64_to_u64(v);
         break;
     default: ir_set_i64(t, i, f64_to_int(v)); break;
     }

@@ -76,12 +76,13 @@ static __device__ __forceinline__ kg_i64 kg_f2i(double v)
     return (kg_i64)v;
 }
 
-/* To uint64: as kg_f2i below 2^63, truncated up to 2^64; 0 from 2^64 and
- * +inf on, the value the interpreter's conversion gives on x86-64. */
+/* To uint64: as kg_f2i below 2^63, exact from 2^63, saturated from 2^64
+ * (+inf too): the interpreter's rule (ir/tensor.c f64_to_u64). */
 static __device__ __forceinline__ kg_u64 kg_f2u64(double v)
 {
-    if (v >= 18446744073709551616.0) return 0;
-    return v >= 9.2233720368547758e18 ? (kg_u64)v : (kg_u64)kg_f2i(v);
+    if (v >= 18446744073709551616.0) return 0xffffffffffffffffull;
+    if (v >= 9.2233720368547758e18) return (kg_u64)kg_f2i(v - 9.2233720368547758e18) + 0x8000000000000000ull;
+    return (kg_u64)kg_f2i(v);
 }
 
 /* QuantizeLinear: round half to even, NaN -> 0, plus the zero point, saturated. */
