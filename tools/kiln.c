@@ -103,6 +103,7 @@ static const char main_help[] =
 static const char inspect_help[] =
     "USAGE\n"
     "  kiln inspect MODEL [--shape NAME=D0xD1x...]... [--graph]\n"
+    "               [--schedule kernels|mono [--precision P]]\n"
     "\n"
     "Prints the model's opset and producer, its inputs and outputs with dtypes and\n"
     "shapes, a histogram of its ops, its parameter count and bytes, and every node\n"
@@ -111,6 +112,11 @@ static const char inspect_help[] =
     "  --shape NAME=DIMS  bind a symbolic input dimension (e.g. --shape input_ids=1x128)\n"
     "                     so shapes can be inferred through the graph\n"
     "  --graph            also print the graph as text, with inferred shapes\n"
+    "  --schedule S       also print the cuda rProgram that schedule makes (nothing\n"
+    "                     is built): each launch's kernel, block size, shared memory\n"
+    "                     and stages, each stage's groups and rTask counts, the grid\n"
+    "                     barriers before and after merging, and host segments\n"
+    "  --precision P      with --schedule: fp32 (default), fp16 or bf16 storage\n"
     "\n";
 
 static const char run_help[] =
@@ -357,14 +363,39 @@ static void count_ops(const ir_graph *g, int *hist, int *unknown, int64_t *n_nod
     }
 }
 
+/* The cuda rProgram of schedule for planned program p, without building it. */
+static kiln_status print_rprogram(const ir_graph *g, const sched_program *p, const char *schedule,
+                                  const char *precision, base_diag *d)
+{
+    target_options o = {.n_threads = 1, .schedule = schedule, .precision = precision, .listing_only = true};
+    target_output out = {0};
+    kiln_status st = target_cuda.build(g, p, &o, &out, d);
+    if (st == KILN_OK) printf("%s", out.listing);
+    target_output_free(&out);
+    return st;
+}
+
 static int cmd_inspect(int argc, char **argv)
 {
     const char *path = NULL;
     named_shape shapes[64];
     int n_shapes = 0;
     bool print_graph = false;
+    const char *schedule = NULL, *precision = NULL;
     for (int i = 0; i < argc; i++) {
         if (is_help(argv[i])) return print_help("inspect");
+        if (strcmp(argv[i], "--schedule") == 0 && i + 1 < argc) {
+            schedule = argv[++i];
+            if (strcmp(schedule, "kernels") != 0 && strcmp(schedule, "mono") != 0)
+                return usage_error("inspect", "bad --schedule '%s' (want kernels or mono)", schedule);
+            continue;
+        }
+        if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc) {
+            precision = argv[++i];
+            if (strcmp(precision, "fp32") != 0 && strcmp(precision, "fp16") != 0 && strcmp(precision, "bf16") != 0)
+                return usage_error("inspect", "bad --precision '%s' (want fp32, fp16 or bf16)", precision);
+            continue;
+        }
         if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
             if (n_shapes >= 64 || !parse_shape(argv[++i], &shapes[n_shapes++]))
                 return usage_error("inspect", "bad --shape '%s' (want NAME=D0xD1x...)", argv[i]);
@@ -374,6 +405,7 @@ static int cmd_inspect(int argc, char **argv)
         else return usage_error("inspect", "unexpected argument '%s'", argv[i]);
     }
     if (!path) return usage_error("inspect", "%s", "a MODEL is required");
+    if (precision && !schedule) return usage_error("inspect", "%s", "--precision goes with --schedule");
     base_diag d;
     base_diag_init(&d);
     ir_model *m;
@@ -441,6 +473,13 @@ static int cmd_inspect(int argc, char **argv)
                 if (t == 0)
                     printf("memory     peak activations %.2f MB (planned arena), weights %.2f MB\n",
                            (double)p.arena_bytes / 1e6, (double)p.weight_bytes / 1e6);
+                if (t > 0 && schedule) {
+                    kiln_status ls = print_rprogram(g, &p, schedule, precision, &pd);
+                    if (ls != KILN_OK) {
+                        printf("rProgram   cannot list: %s\n", base_diag_text(&pd));
+                        if (st == KILN_OK) st = ls;
+                    }
+                }
                 sched_program_free(&p);
             } else {
                 printf("%-4s target cannot plan: %s\n", targets[t], base_diag_text(&pd));

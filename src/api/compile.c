@@ -26,6 +26,10 @@ kiln_status api_plan(ir_graph *g, const target *t, sched_program *p, base_arena 
         if (!g->inputs[i]->shape_known)
             return base_diag_add(d, KILN_ERR_SHAPE, "input '%s' has no static shape (give one with --shape)",
                                  g->inputs[i]->name);
+    for (int i = 0; i < g->n_values; i++) { /* sizes of inferred values */
+        ir_value *v = g->values[i];
+        if (v->shape_known && !v->is_const) v->t.nbytes = (size_t)ir_numel(&v->t) * ir_dtype_size(v->t.dtype);
+    }
     pass_support s = {.can_compile = t->can_compile, .patterns = t->patterns};
     kiln_status st = pass_partition(g, &s, p, a, d);
     if (st == KILN_OK) st = sched_plan_memory(g, p, a, d);
@@ -82,10 +86,6 @@ kiln_status api_compile(ir_model *m, const api_compile_opts *o, const char *out_
     ir_graph *g = m->graph;
     const target *t = target_lookup(o->target ? o->target : "c");
     if (!t) return base_diag_add(d, KILN_ERR_INVALID_ARG, "unknown target '%s' (known: c, cuda)", o->target);
-    for (int i = 0; i < g->n_values; i++) { /* sizes of inferred values */
-        ir_value *v = g->values[i];
-        if (v->shape_known && !v->is_const) v->t.nbytes = (size_t)ir_numel(&v->t) * ir_dtype_size(v->t.dtype);
-    }
     base_arena a;
     base_arena_init(&a);
     sched_program p;

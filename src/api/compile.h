@@ -28,8 +28,9 @@ typedef struct api_compile_report {
     double seconds_partition, seconds_build, seconds_total;
 } api_compile_report;
 
-/* Partitions and plans g (shapes inferred) for a target without building:
- * what `kiln inspect` reports. OUT: p (sched_program_free). */
+/* Partitions and plans g (shapes inferred; sets the byte sizes of inferred
+ * values) for a target without building: what `kiln inspect` reports and
+ * what the compile builds. OUT: p (sched_program_free). */
 kiln_status api_plan(ir_graph *g, const target *t, sched_program *p, base_arena *a, base_diag *d);
 
 /* Compiles m's graph (input shapes bound, shapes inferred) into an artifact at out_path. */

@@ -22,7 +22,9 @@ void target_output_free(target_output *o)
     for (int i = 0; i < o->n_segments; i++) base_free(o->segments[i].onnx);
     base_free(o->segments);
     base_free(o->weights);
+    base_free(o->listing);
     o->weights = NULL;
+    o->listing = NULL;
     o->code = NULL;
     o->segments = NULL;
     o->n_segments = 0;

@@ -24,6 +24,7 @@ typedef struct target_options {
     const char *schedule;    /* "kernels" (default) or "mono": the whole network as persistent kernels */
     const char *tuning_db;   /* SQLite file; NULL: $KILN_TUNING_DB or ~/.cache/kiln/tuning.db */
     const void *weights;     /* the planned weights blob (the model's dtypes), weight_bytes long */
+    bool listing_only;       /* cuda: stop before building; target_output.listing describes the rProgram */
 } target_options;
 
 /* What building produced: the code for the artifact and its fallback
@@ -42,6 +43,7 @@ typedef struct target_output {
     int n_segments;
     void *weights;           /* non-NULL: replaces the weights blob (base_malloc'd, same size):
                                 the cuda target stores float32 weights in 16 bits */
+    char *listing;           /* listing_only: the rProgram as text (base_malloc'd) */
 } target_output;
 
 void target_output_free(target_output *o);

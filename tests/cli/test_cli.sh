@@ -110,6 +110,19 @@ if [ -d "$data/node/test_add_bcast" ]; then
     expect inspect_lists_all_unsupported 4 "node #0 (Adam) in domain 'ai.onnx.preview.training'" -- \
         "$kiln" inspect "$data/node/test_adam/model.onnx"
     expect run_unsupported 4 "kiln does not support" -- "$kiln" run "$data/node/test_adam/model.onnx"
+    # the cuda rProgram, listed without building: the expanded layer norm's
+    # 10 groups need 9 barriers one after another, 5 once independent
+    # groups share stages
+    ln="$data/node/test_layer_normalization_2d_axis1_expanded/model.onnx"
+    expect inspect_schedule_mono 0 "10 groups in 1 kernel (1 persistent), 5 grid barriers (9 before merging)" -- \
+        "$kiln" inspect "$ln" --schedule mono
+    expect inspect_schedule_stages 0 "stage 5" -- "$kiln" inspect "$ln" --schedule mono --precision fp16
+    expect inspect_schedule_kernels 0 "launch 0: kernel k_3" -- "$kiln" inspect "$ln" --schedule kernels
+    expect inspect_schedule_host_segment 0 "host segment 0 (reference interpreter)" -- \
+        "$kiln" inspect "$data/node/test_nonzero_example/model.onnx" --schedule kernels
+    expect inspect_bad_schedule 1 "bad --schedule 'waves'" -- "$kiln" inspect "$ln" --schedule waves
+    expect inspect_precision_alone 1 "--precision goes with --schedule" -- "$kiln" inspect "$ln" --precision fp16
+    expect inspect_bad_precision 1 "bad --precision 'fp8'" -- "$kiln" inspect "$ln" --schedule mono --precision fp8
 fi
 
 echo "cli: $passed passed, $failed failed"

@@ -297,6 +297,8 @@ typedef struct program {
     int blocks_per_sm;     /* mono: resident blocks per multiprocessor each kernel is built for */
     int groups, barriers_before, barriers_after; /* mono: kernels' groups, barriers before and after merging */
     int persistent;        /* mono: kernels with more than one stage */
+    int kernels;           /* launches that are kernels (not host segments) */
+    base_str listing;      /* the rProgram as text (kiln inspect --schedule) */
 } program;
 
 static kiln_status add_launch(cg_emitter *e, program *pr, int segment, const cg_op *op, int id, const char *label,
@@ -435,6 +437,31 @@ static void batch_label(const batch *b, int stages, base_str *s)
                         b->n, stages);
 }
 
+/* The batch's lines in the rProgram listing: the kernel's configuration,
+ * then each stage's groups with their rTasks (all is the kernel's op). */
+static void list_batch(program *pr, const batch *b, const cg_op *all, int stages, int launch)
+{
+    base_str *l = &pr->listing;
+    base_str_printf(l, "launch %d: kernel k_%d, %d thread%s a block, %d bytes of shared memory", launch,
+                    b->m[0].grp->id, all->block, all->block == 1 ? "" : "s", all->smem_bytes);
+    if (stages > 1)
+        base_str_printf(l, "; persistent (grid: the blocks resident at once, built for %d a multiprocessor), "
+                           "%d stages, %d grid barriers (%d before merging)\n",
+                        pr->blocks_per_sm, stages, stages - 1, b->n - 1);
+    else
+        base_str_printf(l, "; grid %lld\n", (long long)all->n_rtasks);
+    for (int st = 0; st < stages; st++) {
+        if (stages > 1) base_str_printf(l, "  stage %d%s\n", st, st + 1 < stages ? " (then a grid barrier)" : "");
+        for (int k = 0; k < b->n; k++) {
+            const member *m = &b->m[k];
+            if (m->stage != st) continue;
+            base_str_printf(l, "    group %-4d %-11s %7lld rTasks %6d B smem%s  %s\n", m->grp->id,
+                            sched_group_kind_name(m->grp->kind), (long long)m->op.n_rtasks, m->op.smem_bytes,
+                            m->op.splitk ? ", split-K" : "", m->grp->name);
+        }
+    }
+}
+
 /* The batch's kernel k_<first member>: each stage a loop over its members'
  * rTasks, the stages separated by grid barriers. */
 static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
@@ -493,6 +520,8 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
         if (st + 1 < stages) base_str_printf(s, "    kg_grid_sync(c, %du, %du);\n", launch, st);
     }
     base_str_cat(s, "}\n\n");
+    list_batch(pr, b, &all, stages, launch);
+    pr->kernels++;
     if (pr->mono) {
         pr->groups += b->n;
         pr->barriers_before += b->n - 1;
@@ -590,6 +619,8 @@ static kiln_status emit_group(cg_emitter *e, program *pr, batch *b, target_outpu
         KILN_TRY(target_add_segment(out, e->g, grp, &seg, e->d));
         base_str_printf(&e->code, "/* group %d (host segment %d, reference interpreter): %s */\n\n", grp->id, seg,
                         grp->name);
+        base_str_printf(&pr->listing, "launch %d: host segment %d (reference interpreter): group %d  %s\n", pr->n, seg,
+                        grp->id, grp->name);
         return add_launch(e, pr, seg, NULL, grp->id, grp->name, false);
     }
     case SCHED_GROUP_CONV: st = cg_emit_conv(e, grp, &op); break;
@@ -604,6 +635,26 @@ static kiln_status emit_group(cg_emitter *e, program *pr, batch *b, target_outpu
     if (st != KILN_OK) return st;
     KILN_TRY(check_op(e, grp, &op));
     return add_member(e, pr, b, grp, &op);
+}
+
+/* out->listing: a heading, then the launches (kiln inspect --schedule). */
+static kiln_status make_listing(const cg_emitter *e, const program *pr, target_output *out)
+{
+    base_str l;
+    base_str_init(&l);
+    base_str_printf(&l, "rProgram (--schedule=%s, precision %s, for %s sm_%d%d with %d multiprocessors): %d launch%s",
+                    pr->mono ? "mono" : "kernels", rt_gprec_name(e->prec), e->gpu.present ? "this" : "an assumed",
+                    e->gpu.sm_major, e->gpu.sm_minor, e->gpu.n_sms, pr->n, pr->n == 1 ? "" : "es");
+    if (pr->mono)
+        base_str_printf(&l, "; %d group%s in %d kernel%s (%d persistent), %d grid barriers (%d before merging)",
+                        pr->groups, pr->groups == 1 ? "" : "s", pr->kernels, pr->kernels == 1 ? "" : "s",
+                        pr->persistent, pr->barriers_after, pr->barriers_before);
+    base_str_printf(&l, "\n%s", base_str_get(&pr->listing));
+    size_t n = l.len + 1;
+    out->listing = l.oom ? NULL : base_malloc(n);
+    if (out->listing) memcpy(out->listing, base_str_get(&l), n);
+    base_str_free(&l);
+    return out->listing ? KILN_OK : base_diag_add(e->d, KILN_ERR_OOM, "out of memory listing the rProgram");
 }
 
 /* ---- the target --------------------------------------------------------------------------- */
@@ -655,6 +706,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     program pr = {0};
     base_arena_init(&pr.names);
     base_str_init(&pr.sites);
+    base_str_init(&pr.listing);
     base_str_init(&e.code);
     base_str src;
     base_str_init(&src);
@@ -683,12 +735,13 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     for (int s = 0; s < p->n_groups && st == KILN_OK; s++) st = emit_group(&e, &pr, &b, out, p->groups[s]);
     if (st == KILN_OK) st = emit_output_copies(&e, &pr, &b, &copies);
     if (st == KILN_OK) st = flush_batch(&e, &pr, &b);
-    if (st == KILN_OK && (e.code.oom || pr.sites.oom))
+    if (st == KILN_OK && (e.code.oom || pr.sites.oom || pr.listing.oom))
         st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
     if (st == KILN_OK && pr.mono) {
         char line[160];
-        snprintf(line, sizeof(line), "mono: %d groups in %d kernel%s (%d persistent); %d grid barriers, %d before merging",
-                 pr.groups, pr.n, pr.n == 1 ? "" : "s", pr.persistent, pr.barriers_after, pr.barriers_before);
+        snprintf(line, sizeof(line), "mono: %d group%s in %d kernel%s (%d persistent); %d grid barriers, %d before merging",
+                 pr.groups, pr.groups == 1 ? "" : "s", pr.kernels, pr.kernels == 1 ? "" : "s", pr.persistent,
+                 pr.barriers_after, pr.barriers_before);
         progress(o, line);
     }
     if (st == KILN_OK) {
@@ -699,7 +752,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
                         (unsigned long long)p->arena_bytes, (unsigned long long)p->weight_bytes);
         if (pr.mono)
             base_str_printf(&src, " * %d groups in %d kernels, %d persistent; %d grid barriers (%d before merging).\n",
-                            pr.groups, pr.n, pr.persistent, pr.barriers_after, pr.barriers_before);
+                            pr.groups, pr.kernels, pr.persistent, pr.barriers_after, pr.barriers_before);
         base_str_cat(&src, " */\n");
         st = cg_prelude(&e, &src);
         base_str_printf(&src, "/* ---- where each group runs (launch indices for faults) ---- */\n%s\n",
@@ -708,7 +761,8 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
         if (st == KILN_OK && src.oom) st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
     }
     if (st == KILN_OK && o->emit_dir) st = write_source(o->emit_dir, base_str_get(&src), d);
-    for (size_t i = 0; i < KILN_COUNT(images) && st == KILN_OK; i++) {
+    if (st == KILN_OK && o->listing_only) st = make_listing(&e, &pr, out);
+    for (size_t i = 0; i < KILN_COUNT(images) && st == KILN_OK && !o->listing_only; i++) {
         char line[128];
         snprintf(line, sizeof(line), "NVRTC: building sm_%d%d%s (%zu KB of CUDA C)", images[i].major,
                  images[i].minor, images[i].arch_specific ? "a" : "", src.len / 1024);
@@ -721,7 +775,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
             img[i] = (rt_gimage){.sm = images[i].major * 10 + images[i].minor,
                                  .arch_specific = images[i].arch_specific, .cubin = cubin, .bytes = n};
     }
-    if (st == KILN_OK) {
+    if (st == KILN_OK && !o->listing_only) {
         unsigned max_smem = 0;
         for (int i = 0; i < pr.n; i++)
             if (pr.launches[i].smem > max_smem) max_smem = pr.launches[i].smem;
@@ -737,6 +791,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     base_free(pr.launches);
     base_free(b.m);
     base_str_free(&pr.sites);
+    base_str_free(&pr.listing);
     base_arena_free(&pr.names);
     base_str_free(&e.code);
     base_str_free(&src);
