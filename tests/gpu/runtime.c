@@ -117,6 +117,7 @@ static const char kernels_src[] =
     "        int i = ((t + 3) % 8) * 128 + threadIdx.x;\n"
     "        if (i < N) y[i] = LD(a + i) + 1.0f;\n"
     "    }\n"
+    "    kg_grid_exit(2u);\n"
     "}\n"
     "\n"
     "/* block 0 never arrives: the others' watchdog ends the wait */\n"

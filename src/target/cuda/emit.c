@@ -519,6 +519,7 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
         base_str_cat(s, "    }\n");
         if (st + 1 < stages) base_str_printf(s, "    kg_grid_sync(c, %du, %du);\n", launch, st);
     }
+    if (stages > 1) base_str_printf(s, "    kg_grid_exit(%du);\n", stages);
     base_str_cat(s, "}\n\n");
     list_batch(pr, b, &all, stages, launch);
     pr->kernels++;
