@@ -3,7 +3,7 @@
 ViT-B/16 and ResNet-50, fp16, end-to-end latency, all in one run.
 
     python3 bench/gpu.py [--models bert1,bert16,vit,resnet50] [--iterations 200] [--warmup 20]
-                         [--tune] [--schedule kernels,mono] [--skip-compile-peers]
+                         [--tune] [--schedule kernels,mono,mono-barriers] [--skip-compile-peers]
                          [--compile-budget 120] [--budget 480]
                          [--bundle bundle] [--json OUT.json] [--compile-only]
 
@@ -491,7 +491,8 @@ def main():
     ap.add_argument("--precision", choices=["fp16", "bf16"], default="fp16", help="kiln's storage precision")
     ap.add_argument("--tune", action="store_true", help="kiln compile --tune")
     ap.add_argument("--schedule", default="kernels",
-                    help="kiln's schedule(s), comma-separated: kernels, mono (a table row each; default kernels)")
+                    help="kiln's schedule(s), comma-separated: kernels, mono, mono-barriers "
+                         "(a table row each; default kernels)")
     ap.add_argument("--tuning-db", help="kiln's tuning database (default: kiln's)")
     ap.add_argument("--skip-compile-peers", action="store_true", help="no torch.compile")
     ap.add_argument("--compile-budget", type=float, default=120,
@@ -512,9 +513,9 @@ def main():
         peer_compile_main(a)
         return 0
     a.schedules = [s.strip() for s in a.schedule.split(",") if s.strip()]
-    if not a.schedules or any(s not in ("kernels", "mono") for s in a.schedules) or \
+    if not a.schedules or any(s not in ("kernels", "mono", "mono-barriers") for s in a.schedules) or \
             len(set(a.schedules)) != len(a.schedules):
-        ap.error("--schedule takes kernels and/or mono, comma-separated, each once")
+        ap.error("--schedule takes kernels, mono and/or mono-barriers, comma-separated, each once")
     a.bundle = os.path.abspath(a.bundle)
     a.kiln = os.path.abspath(a.kiln) if a.kiln else os.path.join(a.bundle, "kiln")
     return run(a)

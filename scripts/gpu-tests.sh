@@ -23,7 +23,7 @@
 # Logs: one file per section in --logs DIR (default $OUT when set, as under
 # the device tool, else a fresh temporary folder), at most 8 files.
 # Environment: JOBS (default: processors, at most 12), BENCH_ARGS, SCHEDULE
-# (kernels or mono: the --schedule of ops, conformance and models; default kernels),
+# (kernels, mono or mono-barriers: the --schedule of ops, conformance and models; default kernels),
 # KILN_SECTION_TIMEOUT (seconds per section, default 900), PYTHON (python3).
 #
 # The device tool allows 10 minutes a command: run the sections in groups,

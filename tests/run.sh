@@ -3,7 +3,9 @@
 #   1. unit tests (base, IR, ONNX loader, npy/npz), the kernel templates' own
 #      tests, the per-op differential tests on the c target
 #   2. every per-op case's CUDA kernels built by NVRTC (no GPU needed), under
-#      --schedule kernels (fp32) and mono (fp16)
+#      --schedule kernels (fp32) and mono (fp16); the layer-norm conformance
+#      models (persistent kernels of several stages) under mono and
+#      mono-barriers
 #   3. command-line tests (help, exit codes, the embedded model, malformed input)
 #   4. ONNX conformance on the reference interpreter, with the expected-failure list
 #   5. the same conformance cases compiled for the c target and run by the runtime
@@ -57,6 +59,20 @@ count "$log/opscu" "CUDA compile (kernels, fp32)"
 "$build/test_ops" --target cuda --compile-only --schedule mono --precision fp16 >"$log/opsmono" 2>&1
 grep -E 'FAIL' "$log/opsmono" | head -40
 count "$log/opsmono" "CUDA compile (mono, fp16)"
+
+"$build/gpu_runtime" --compile-only >"$log/gpurt" 2>&1
+grep -E 'FAIL' "$log/gpurt"
+count "$log/gpurt" "CUDA compile of the GPU runtime test program"
+data_ln="$data/node"
+if [ -d "$data_ln" ]; then
+    # multi-group models: their persistent kernels' counter waits and barriers
+    for sch in mono mono-barriers; do
+        "$build/conformance" --target cuda --compile-only --schedule "$sch" --filter layer_normalization \
+            "$data_ln" >"$log/conf_$sch" 2>&1
+        grep -E '^(FAIL|XPASS)' "$log/conf_$sch"
+        count "$log/conf_$sch" "CUDA compile of the layer-norm conformance models ($sch)"
+    done
+fi
 
 echo "== command-line tests"
 "$here/cli/test_cli.sh" "$build" >"$log/cli" 2>&1

@@ -103,7 +103,7 @@ static const char main_help[] =
 static const char inspect_help[] =
     "USAGE\n"
     "  kiln inspect MODEL [--shape NAME=D0xD1x...]... [--graph]\n"
-    "               [--schedule kernels|mono [--precision P]]\n"
+    "               [--schedule kernels|mono|mono-barriers [--precision P]]\n"
     "\n"
     "Prints the model's opset and producer, its inputs and outputs with dtypes and\n"
     "shapes, a histogram of its ops, its parameter count and bytes, and every node\n"
@@ -136,7 +136,7 @@ static const char run_help[] =
     "\n"
     "  --target T         c (default), cuda or interp\n"
     "  --precision P      cuda: fp32 (default), fp16 or bf16 storage, fp32 math\n"
-    "  --schedule S       cuda: kernels (default) or mono (see kiln help compile)\n"
+    "  --schedule S       cuda: kernels (default), mono or mono-barriers (kiln help compile)\n"
     "  --threads N        worker threads (default: the artifact's, or 1)\n"
     "  --check            also run the interpreter and compare every output\n"
     "  --input NAME=FILE  a .npy file for input NAME\n"
@@ -150,7 +150,7 @@ static const char run_help[] =
 static const char compile_help[] =
     "USAGE\n"
     "  kiln compile MODEL -o OUT.kiln [--target c|cuda] [--threads N] [--emit-source DIR]\n"
-    "               [--precision fp32|fp16|bf16] [--schedule kernels|mono] [--tune]\n"
+    "               [--precision fp32|fp16|bf16] [--schedule kernels|mono|mono-barriers] [--tune]\n"
     "               [--tuning-db FILE] [--shape NAME=D0xD1x...]... [--quiet]\n"
     "\n"
     "Compiles MODEL into an artifact: the graph is partitioned into groups\n"
@@ -168,9 +168,11 @@ static const char compile_help[] =
     "                     (default), fp16 or bf16; math is always fp32\n"
     "  --schedule S       cuda: kernels (default): a kernel per group, independent\n"
     "                     neighbours in one; mono: the whole network as persistent\n"
-    "                     kernels (one unless host segments or block sizes split it),\n"
-    "                     stages separated by grid barriers, merged where no data\n"
-    "                     crosses them (the counts are printed)\n"
+    "                     kernels (one unless host segments split it) of stages;\n"
+    "                     an rTask waits only for the completion counters of the\n"
+    "                     operators it depends on; mono-barriers: the same with a\n"
+    "                     grid barrier between stages, merged where no data crosses\n"
+    "                     them (the counts are printed)\n"
     "  --tune             cuda: time each GEMM/conv's template candidates on the GPU\n"
     "                     and keep the fastest in the tuning database\n"
     "  --tuning-db FILE   cuda: the SQLite tuning database (default\n"
@@ -192,7 +194,7 @@ static const char bench_help[] =
     "\n"
     "  --target T       c (default) or cuda, for a MODEL\n"
     "  --precision P    cuda: fp32 (default), fp16 or bf16\n"
-    "  --schedule S     cuda: kernels (default) or mono (see kiln help compile)\n"
+    "  --schedule S     cuda: kernels (default), mono or mono-barriers (kiln help compile)\n"
     "  --tune           cuda: tune GEMM/conv templates on the GPU first\n"
     "  --threads N      worker threads (default 1)\n"
     "  --warmup N       untimed runs first (default 5)\n"
@@ -248,6 +250,11 @@ static int print_help(const char *cmd)
 }
 
 static bool is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }
+
+static bool known_schedule(const char *s)
+{
+    return strcmp(s, "kernels") == 0 || strcmp(s, "mono") == 0 || strcmp(s, "mono-barriers") == 0;
+}
 
 /* ---- shared: loading and shapes --------------------------------------------------------- */
 
@@ -386,8 +393,8 @@ static int cmd_inspect(int argc, char **argv)
         if (is_help(argv[i])) return print_help("inspect");
         if (strcmp(argv[i], "--schedule") == 0 && i + 1 < argc) {
             schedule = argv[++i];
-            if (strcmp(schedule, "kernels") != 0 && strcmp(schedule, "mono") != 0)
-                return usage_error("inspect", "bad --schedule '%s' (want kernels or mono)", schedule);
+            if (!known_schedule(schedule))
+                return usage_error("inspect", "bad --schedule '%s' (want kernels, mono or mono-barriers)", schedule);
             continue;
         }
         if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc) {
@@ -568,8 +575,8 @@ static int parse_args(const char *cmd, int argc, char **argv, cli_args *a)
     if (a->precision && strcmp(a->precision, "fp32") != 0 && strcmp(a->precision, "fp16") != 0 &&
         strcmp(a->precision, "bf16") != 0)
         return usage_error(cmd, "unknown precision '%s' (fp32, fp16 or bf16)", a->precision);
-    if (a->schedule && strcmp(a->schedule, "kernels") != 0 && strcmp(a->schedule, "mono") != 0)
-        return usage_error(cmd, "unknown schedule '%s' (kernels or mono)", a->schedule);
+    if (a->schedule && !known_schedule(a->schedule))
+        return usage_error(cmd, "unknown schedule '%s' (kernels, mono or mono-barriers)", a->schedule);
     if ((a->precision || a->tune || a->schedule) && !(a->target && strcmp(a->target, "cuda") == 0))
         return usage_error(cmd, "%s", "--precision, --schedule and --tune need --target cuda");
     return -1;

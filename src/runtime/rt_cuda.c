@@ -216,8 +216,9 @@ static kiln_status check_fault(const rt_gpu *g, base_diag *d)
                              label, launch);
     case KILN_GFAULT_TIMEOUT:
         return base_diag_add(d, KILN_ERR_INTERNAL,
-                             "launch %u ('%s'): the barrier after stage %u timed out in block %u (a vEU waited "
-                             "longer than the watchdog allows; the GPU was left running nothing)",
+                             "launch %u ('%s'): the wait after stage %u (a grid barrier or completion counters) "
+                             "timed out in block %u (a vEU waited longer than the watchdog allows; the GPU was "
+                             "left running nothing)",
                              launch, label, g->fail[2], g->fail[3]);
     default:
         return base_diag_add(d, KILN_ERR_INTERNAL, "group '%s' (launch %u): unknown fault code %u", label, launch,

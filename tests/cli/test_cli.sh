@@ -114,8 +114,10 @@ if [ -d "$data/node/test_add_bcast" ]; then
     # 10 groups need 9 barriers one after another, 5 once independent
     # groups share stages
     ln="$data/node/test_layer_normalization_2d_axis1_expanded/model.onnx"
-    expect inspect_schedule_mono 0 "10 groups in 1 kernel (1 persistent), 5 grid barriers (9 before merging)" -- \
+    expect inspect_schedule_mono 0 "5 grid barriers (9 before merging), replaced by waits on 11 completion counters" -- \
         "$kiln" inspect "$ln" --schedule mono
+    expect inspect_schedule_barriers 0 "10 groups in 1 kernel (1 persistent), 5 grid barriers (9 before merging)" -- \
+        "$kiln" inspect "$ln" --schedule mono-barriers
     expect inspect_schedule_stages 0 "stage 5" -- "$kiln" inspect "$ln" --schedule mono --precision fp16
     expect inspect_schedule_kernels 0 "launch 0: kernel k_3" -- "$kiln" inspect "$ln" --schedule kernels
     expect inspect_schedule_host_segment 0 "host segment 0 (reference interpreter)" -- \

@@ -120,6 +120,29 @@ static const char kernels_src[] =
     "    kg_grid_exit(2u);\n"
     "}\n"
     "\n"
+    "/* k_p with completion counters instead of the barrier (--schedule=mono) */\n"
+    "static __device__ unsigned kg_done_w[2];\n"
+    "extern \"C\" __global__ void k_w(const kiln_gctx *c)\n"
+    "{\n"
+    "    for (int t = blockIdx.x; t < 8; t += gridDim.x) {\n"
+    "        op_a(c, t);\n"
+    "        kg_signal(kg_done_w + 0);\n"
+    "    }\n"
+    "    const st_t *a = (const st_t *)c->arena;\n"
+    "    float *y = (float *)c->io[1];\n"
+    "    for (int t = blockIdx.x; t < 8; t += gridDim.x) {\n"
+    "        KG_WAIT(c, 0u, 0u, (kg_ld_acquire(kg_done_w + 0) >= 8u));\n"
+    "        int i = ((t + 3) % 8) * 128 + threadIdx.x;\n"
+    "        if (i < N) y[i] = LD(a + i) + 1.0f;\n"
+    "        kg_signal(kg_done_w + 1);\n"
+    "    }\n"
+    "    kg_waits_exit(kg_done_w, 2u);\n"
+    "}\n"
+    "\n"
+    "/* a counter that never reaches its count */\n"
+    "extern \"C\" __global__ void k_whang(const kiln_gctx *c)\n"
+    "{ KG_WAIT(c, 0u, 3u, (kg_ld_acquire(kg_done_w + 1) >= 1000u)); }\n"
+    "\n"
     "/* block 0 never arrives: the others' watchdog ends the wait */\n"
     "extern \"C\" __global__ void k_hang(const kiln_gctx *c)\n"
     "{ if (blockIdx.x > 0) kg_grid_sync(c, 0u, 3u); }\n"
@@ -536,13 +559,15 @@ static void test_fault(const images *im)
 
 /* A persistent kernel asks for far more blocks than fit: the runtime gives
  * it what is resident, and its grid barrier orders the two stages. */
-static void test_persistent(const images *im)
+static void test_persistent(const images *im, const char *kernel)
 {
-    static const rt_glaunch k_p = {.segment = -1, .persistent = true, .grid = 1u << 20, .block = 128, .name = "k_p",
-                                   .label = "mul1+add1 .. add2 (2 groups in 2 stages)"};
+    const rt_glaunch k_p = {.segment = -1, .persistent = true, .grid = 1u << 20, .block = 128, .name = kernel,
+                            .label = "mul1+add1 .. add2 (2 groups in 2 stages)"};
     spec s = {.prec = KILN_GPREC_FP32, .n_launches = 1, .launches = {k_p}, .arena_bytes = ARENA_BYTES,
               .only_image = -1};
-    kiln_rt_model *m = load(&s, im, "a persistent kernel of two stages");
+    char what[80];
+    snprintf(what, sizeof(what), "a persistent kernel of two stages (%s)", kernel);
+    kiln_rt_model *m = load(&s, im, what);
     if (!m) return;
     int kernels = -1, graphs = -1;
     kiln_rt_num_launches(m, &kernels, &graphs);
@@ -552,15 +577,20 @@ static void test_persistent(const images *im)
     kiln_rt_free(m);
 }
 
-/* A barrier one block never reaches: the watchdog turns the hang into an
- * error naming the stage and the waiting block; the module is not run again. */
-static void test_watchdog(const images *im)
+/* A barrier one block never reaches (k_hang) or a counter that never
+ * reaches its count (k_whang): the watchdog turns the hang into an error
+ * naming the stage and the waiting block; the module is not run again. */
+static void test_watchdog(const images *im, const char *kernel, int block)
 {
-    static const rt_glaunch k_hang = {.segment = -1, .persistent = true, .grid = 2, .block = 32, .name = "k_hang",
-                                      .label = "hang1"};
+    const rt_glaunch k_hang = {.segment = -1, .persistent = true, .grid = 2, .block = 32, .name = kernel,
+                               .label = "hang1"};
     spec s = {.prec = KILN_GPREC_FP32, .n_launches = 1, .launches = {k_hang}, .arena_bytes = ARENA_BYTES,
               .only_image = -1};
-    kiln_rt_model *m = load(&s, im, "a persistent kernel whose barrier is never complete");
+    char what[96], where[96] = "stage 3 (a grid barrier or completion counters) timed out in block";
+    snprintf(what, sizeof(what), "a persistent kernel whose wait is never over (%s)", kernel);
+    if (block >= 0) /* else whichever block's watchdog goes off first */
+        snprintf(where + strlen(where), sizeof(where) - strlen(where), " %d", block);
+    kiln_rt_model *m = load(&s, im, what);
     if (!m) return;
     float x[N], y[N];
     const void *in[1] = {x};
@@ -573,7 +603,7 @@ static void test_watchdog(const images *im)
     double s_taken = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     printf("       %s (%.1f s)\n", kiln_rt_last_error(), s_taken);
     check(st == KILN_ERR_INTERNAL && strstr(kiln_rt_last_error(), "launch 0 ('hang1')") &&
-              strstr(kiln_rt_last_error(), "stage 3 timed out in block 1"),
+              strstr(kiln_rt_last_error(), where),
           "a hung barrier fails the run, naming the launch, the stage and the block");
     check(kiln_rt_run(m, in, out) != KILN_OK && strstr(kiln_rt_last_error(), "earlier failure"),
           "after a timeout the model does not run again");
@@ -652,8 +682,27 @@ static void test_crash(const images *im)
     check(true, "freeing the model after the failure");
 }
 
+/* --compile-only: only the NVRTC builds of the test program (no GPU needed). */
+static int compile_only(void)
+{
+    prelude = read_prelude();
+    check(prelude != NULL, "read src/target/cuda/kernels/kg.h");
+    images im[3];
+    const char *const defines[3] = {"#define SRC_OFF 0\n", "#define SRC_OFF 4096\n",
+                                    "#define PREC16 1\n#define SRC_OFF 4096\n"};
+    const char *const what[3] = {"NVRTC: the test program, fp32", "NVRTC: the test program, fp32 with segments",
+                                 "NVRTC: the test program, fp16 with segments"};
+    for (int i = 0; i < 3; i++) {
+        check(prelude && compile(defines[i], &im[i]), what[i]);
+        for (int k = 0; k < 2; k++) base_free(im[i].cubin[k]);
+    }
+    printf("runtime: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--compile-only") == 0) return compile_only();
     base_diag d;
     base_diag_init(&d);
     kiln_status st = rt_cuda_open(&d);
@@ -682,8 +731,10 @@ int main(int argc, char **argv)
         test_segments(&fp32_seg, KILN_GPREC_FP32);
         test_segments(&fp16_seg, KILN_GPREC_FP16);
         test_fault(&fp32);
-        test_persistent(&fp32);
-        test_watchdog(&fp32);
+        test_persistent(&fp32, "k_p");
+        test_persistent(&fp32, "k_w");
+        test_watchdog(&fp32, "k_hang", 1);
+        test_watchdog(&fp32, "k_whang", -1);
         test_load_errors(&fp32, &dev);
         if (argc > 1 && strcmp(argv[1], "--no-crash") == 0) printf("       (the illegal address test is skipped)\n");
         else test_crash(&fp32);

@@ -2762,7 +2762,7 @@ static void input_desc(const ir_graph *g, char *buf, size_t n)
  * missing, e.g. CUDA through NVRTC on a machine without a GPU). */
 static const target *tgt = &target_c;
 static const char *precision;
-static const char *schedule; /* cuda: --schedule kernels|mono */
+static const char *schedule; /* cuda: --schedule kernels|mono|mono-barriers */
 static int compile_only;
 
 /* Compiles m for the target with n_threads and runs it on ins. OUT: got[]. */
@@ -3335,7 +3335,7 @@ static int check_completeness(const op_case *cases, int n_cases)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: test_ops [--target c|cuda] [--precision fp32|fp16|bf16] [--schedule kernels|mono]\n"
+    fprintf(f, "usage: test_ops [--target c|cuda] [--precision fp32|fp16|bf16] [--schedule kernels|mono|mono-barriers]\n"
                "                [--compile-only]\n"
                "                [--filter SUBSTR] [--seed N] [--verbose] [--list] [--dump DIR]\n"
                "Compiles every op for the target (default c) on random shapes and compares with the\n"

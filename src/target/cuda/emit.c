@@ -278,11 +278,13 @@ static kiln_status convert_weights(cg_emitter *e, target_output *out)
     return KILN_OK;
 }
 
-static kiln_status parse_schedule(const char *s, bool *mono, base_diag *d)
+/* kernels (NULL too), mono (counter waits) or mono-barriers. */
+static kiln_status parse_schedule(const char *s, bool *mono, bool *waits, base_diag *d)
 {
-    *mono = s && strcmp(s, "mono") == 0;
+    *waits = s && strcmp(s, "mono") == 0;
+    *mono = *waits || (s && strcmp(s, "mono-barriers") == 0);
     if (s && !*mono && strcmp(s, "kernels") != 0)
-        return base_diag_add(d, KILN_ERR_INVALID_ARG, "unknown schedule '%s' (kernels or mono)", s);
+        return base_diag_add(d, KILN_ERR_INVALID_ARG, "unknown schedule '%s' (kernels, mono or mono-barriers)", s);
     return KILN_OK;
 }
 
@@ -293,13 +295,20 @@ typedef struct program {
     int n, cap;
     base_arena names;
     base_str sites;        /* "#define KG_SITE_<group> <launch>u" per group, and mono's prototypes */
-    bool mono;             /* --schedule=mono */
+    bool mono;             /* --schedule=mono or mono-barriers */
+    bool waits;            /* mono: completion-counter waits instead of grid barriers */
+    int n_waits;           /* mono with waits: counters waited on, after the transitive reduction */
     int blocks_per_sm;     /* mono: resident blocks per multiprocessor each kernel is built for */
     int groups, barriers_before, barriers_after; /* mono: kernels' groups, barriers before and after merging */
     int persistent;        /* mono: kernels with more than one stage */
     int kernels;           /* launches that are kernels (not host segments) */
     base_str listing;      /* the rProgram as text (kiln inspect --schedule) */
 } program;
+
+static const char *schedule_name(const program *pr)
+{
+    return !pr->mono ? "kernels" : pr->waits ? "mono" : "mono-barriers";
+}
 
 static kiln_status add_launch(cg_emitter *e, program *pr, int segment, const cg_op *op, int id, const char *label,
                               bool persistent)
@@ -352,11 +361,15 @@ static kiln_status check_op(cg_emitter *e, const sched_group *grp, const cg_op *
  * group, merged where nothing crosses it).
  *   --schedule=kernels: a kernel is one stage (a wave: BERT's query, key
  *     and value products), at most WAVE_MAX groups.
- *   --schedule=mono: a kernel holds every group up to a host segment or a
- *     change of block size; its stages are separated by barriers across
- *     the grid (kg_grid_sync), so it is persistent: the runtime fits the grid
- *     on the device. Emitters aim at one block size (want_block), so a model
- *     without host segments is one kernel. */
+ *   --schedule=mono-barriers: a kernel holds every group up to a host
+ *     segment or a change of block size; its stages are separated by
+ *     barriers across the grid (kg_grid_sync), so it is persistent: the
+ *     runtime fits the grid on the device. Emitters aim at one block size
+ *     (want_block), so a model without host segments is one kernel.
+ *   --schedule=mono: the same kernels and stages, but no barriers: an
+ *     rTask waits only for the completion counters of the members it
+ *     depends on (plan_waits), so a block goes on as soon as its inputs are
+ *     done, not when every block has arrived. */
 
 #define WAVE_MAX 8
 /* Kernel-wide configuration of --schedule=mono (MonoNN tunes block sizes of
@@ -462,6 +475,80 @@ static void list_batch(program *pr, const batch *b, const cg_op *all, int stages
     }
 }
 
+/* Counter waits: which earlier members each member of a batch waits for.
+ * Those it depends on (and for a split-K member the split-K members before
+ * it, which share the workspace), less those that another of them waits
+ * for already, directly or not (the transitive reduction: taking the
+ * candidates latest first, one another's reach covers is dropped).
+ * Member k's are dep[at[k]] .. dep[at[k + 1] - 1]. */
+typedef struct waits {
+    int *dep, *at;
+} waits;
+
+static void waits_free(waits *w)
+{
+    base_free(w->dep);
+    base_free(w->at);
+}
+
+static kiln_status plan_waits(cg_emitter *e, const batch *b, waits *w)
+{
+    const int n = b->n, words = (n + 63) / 64;
+    uint64_t *reach = base_calloc((size_t)n * (size_t)words, sizeof(uint64_t));
+    w->at = base_calloc((size_t)n + 1, sizeof(int));
+    int used = 0, cap = 2 * n + 16;
+    w->dep = base_malloc((size_t)cap * sizeof(int));
+    bool oom = !reach || !w->at || !w->dep;
+    for (int k = 0; k < n && !oom; k++) {
+        uint64_t *rk = reach + (size_t)k * words;
+        w->at[k] = used;
+        for (int j = k - 1; j >= 0 && !oom; j--) {
+            if (rk[j / 64] >> (j % 64) & 1u) continue;
+            if (!(b->m[j].op.splitk && b->m[k].op.splitk) && !depends(e, b->m[j].grp, b->m[k].grp)) continue;
+            if (used == cap) {
+                int *more = base_realloc(w->dep, (size_t)cap * 2 * sizeof(int));
+                oom = !more;
+                if (oom) break;
+                w->dep = more;
+                cap *= 2;
+            }
+            w->dep[used++] = j;
+            rk[j / 64] |= (uint64_t)1 << (j % 64);
+            for (int x = 0; x < words; x++) rk[x] |= reach[(size_t)j * words + x];
+        }
+    }
+    base_free(reach);
+    if (oom) {
+        waits_free(w);
+        return base_diag_add(e->d, KILN_ERR_OOM, "out of memory planning counter waits");
+    }
+    w->at[n] = used;
+    return KILN_OK;
+}
+
+/* Member k's call on rTask t - first: with waits, the wait for its
+ * dependencies' counters before and its own count after. */
+static void member_call(base_str *s, const batch *b, const waits *w, int k, int64_t first, int launch)
+{
+    const member *m = &b->m[k];
+    char t[48] = "t";
+    if (first) snprintf(t, sizeof(t), "t - %lld", (long long)first);
+    if (!w) {
+        base_str_printf(s, "op_%d(c, %s);\n", m->grp->id, t);
+        return;
+    }
+    base_str_cat(s, "{\n");
+    if (w->at[k + 1] > w->at[k]) {
+        base_str_printf(s, "            KG_WAIT(c, %du, %du, ", launch, m->stage - 1);
+        for (int i = w->at[k]; i < w->at[k + 1]; i++)
+            base_str_printf(s, "%s(kg_ld_acquire(kg_done_%d + %d) >= %lldu)", i > w->at[k] ? " & " : "",
+                            b->m[0].grp->id, w->dep[i], (long long)b->m[w->dep[i]].op.n_rtasks);
+        base_str_cat(s, ");\n");
+    }
+    base_str_printf(s, "            op_%d(c, %s);\n            kg_signal(kg_done_%d + %d);\n        }\n", m->grp->id, t,
+                    b->m[0].grp->id, k);
+}
+
 /* The batch's kernel k_<first member>: each stage a loop over its members'
  * rTasks, the stages separated by grid barriers. */
 static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
@@ -477,7 +564,12 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
         }
         base_str_printf(&pr->sites, "#define KG_SITE_%d %du\n", b->m[k].grp->id, launch);
     }
+    waits w = {0};
+    const bool use_waits = pr->waits && stages > 1;
+    if (use_waits) KILN_TRY(plan_waits(e, b, &w));
     base_str *s = &e->code;
+    if (use_waits) base_str_printf(s, "static __device__ unsigned kg_done_%d[%d]; /* finished rTasks per member */\n",
+                                   b->m[0].grp->id, b->n);
     if (b->n > 1) {
         base_str_printf(s, "/* %s: groups", stages > 1 ? "persistent kernel" : "wave");
         for (int k = 0; k < b->n; k++) base_str_printf(s, " %d", b->m[k].grp->id);
@@ -497,7 +589,10 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
         int64_t n = 0;
         for (int k = 0; k < b->n; k++)
             if (b->m[k].stage == st) n += b->m[k].op.n_rtasks;
-        if (n > INT32_MAX) return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "a stage of more than 2^31 rTasks");
+        if (n > INT32_MAX) {
+            waits_free(&w);
+            return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "a stage of more than 2^31 rTasks");
+        }
         all.n_rtasks = KILN_MAX(all.n_rtasks, n);
         if (stages > 1) base_str_printf(s, "    /* stage %d */\n", st);
         base_str_printf(s, "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) {\n", (long long)n);
@@ -506,20 +601,20 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
         for (int k = 0; k < b->n; k++) {
             if (b->m[k].stage != st) continue;
             int64_t end = first + b->m[k].op.n_rtasks;
-            if (end == n && !any)
-                base_str_printf(s, "        op_%d(c, t);\n", b->m[k].grp->id);
-            else if (end == n)
-                base_str_printf(s, "        else op_%d(c, t - %lld);\n", b->m[k].grp->id, (long long)first);
-            else
-                base_str_printf(s, "        %sif (t < %lld) op_%d(c, t - %lld);\n", any ? "else " : "", (long long)end,
-                                b->m[k].grp->id, (long long)first);
+            if (end == n && !any) base_str_cat(s, "        ");
+            else if (end == n) base_str_cat(s, "        else ");
+            else base_str_printf(s, "        %sif (t < %lld) ", any ? "else " : "", (long long)end);
+            member_call(s, b, use_waits ? &w : NULL, k, first, launch);
             any = true;
             first = end;
         }
         base_str_cat(s, "    }\n");
-        if (st + 1 < stages) base_str_printf(s, "    kg_grid_sync(c, %du, %du);\n", launch, st);
+        if (st + 1 < stages && !use_waits) base_str_printf(s, "    kg_grid_sync(c, %du, %du);\n", launch, st);
     }
-    if (stages > 1) base_str_printf(s, "    kg_grid_exit(%du);\n", stages);
+    if (use_waits) base_str_printf(s, "    kg_waits_exit(kg_done_%d, %du);\n", b->m[0].grp->id, b->n);
+    else if (stages > 1) base_str_printf(s, "    kg_grid_exit(%du);\n", stages);
+    if (use_waits) pr->n_waits += w.at[b->n];
+    waits_free(&w);
     base_str_cat(s, "}\n\n");
     list_batch(pr, b, &all, stages, launch);
     pr->kernels++;
@@ -644,12 +739,13 @@ static kiln_status make_listing(const cg_emitter *e, const program *pr, target_o
     base_str l;
     base_str_init(&l);
     base_str_printf(&l, "rProgram (--schedule=%s, precision %s, for %s sm_%d%d with %d multiprocessors): %d launch%s",
-                    pr->mono ? "mono" : "kernels", rt_gprec_name(e->prec), e->gpu.present ? "this" : "an assumed",
+                    schedule_name(pr), rt_gprec_name(e->prec), e->gpu.present ? "this" : "an assumed",
                     e->gpu.sm_major, e->gpu.sm_minor, e->gpu.n_sms, pr->n, pr->n == 1 ? "" : "es");
     if (pr->mono)
         base_str_printf(&l, "; %d group%s in %d kernel%s (%d persistent), %d grid barriers (%d before merging)",
                         pr->groups, pr->groups == 1 ? "" : "s", pr->kernels, pr->kernels == 1 ? "" : "s",
                         pr->persistent, pr->barriers_after, pr->barriers_before);
+    if (pr->waits) base_str_printf(&l, ", replaced by waits on %d completion counters", pr->n_waits);
     base_str_printf(&l, "\n%s", base_str_get(&pr->listing));
     size_t n = l.len + 1;
     out->listing = l.oom ? NULL : base_malloc(n);
@@ -720,7 +816,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     if (st == KILN_OK) st = convert_weights(&e, out);
     if (st == KILN_OK && o->tune)
         st = cg_tuner_open(&e, out->weights ? out->weights : o->weights, &e.tuner, d);
-    if (st == KILN_OK) st = parse_schedule(o->schedule, &pr.mono, d);
+    if (st == KILN_OK) st = parse_schedule(o->schedule, &pr.mono, &pr.waits, d);
     if (pr.mono) {
         if (!e.want_block) e.want_block = mono_block(p);
         pr.blocks_per_sm = MONO_BLOCKS_PER_SM;
@@ -740,16 +836,18 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
         st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
     if (st == KILN_OK && pr.mono) {
         char line[160];
-        snprintf(line, sizeof(line), "mono: %d group%s in %d kernel%s (%d persistent); %d grid barriers, %d before merging",
-                 pr.groups, pr.groups == 1 ? "" : "s", pr.kernels, pr.kernels == 1 ? "" : "s", pr.persistent,
-                 pr.barriers_after, pr.barriers_before);
+        int n = snprintf(line, sizeof(line), "mono: %d group%s in %d kernel%s (%d persistent); %d grid barriers, %d before merging",
+                         pr.groups, pr.groups == 1 ? "" : "s", pr.kernels, pr.kernels == 1 ? "" : "s", pr.persistent,
+                         pr.barriers_after, pr.barriers_before);
+        if (pr.waits && n > 0 && n < (int)sizeof(line))
+            snprintf(line + n, sizeof(line) - (size_t)n, "; replaced by waits on %d completion counters", pr.n_waits);
         progress(o, line);
     }
     if (st == KILN_OK) {
         base_str_printf(&src,
                         "/*\n * Generated by kiln %s (target cuda, --schedule=%s, precision %s): do not edit.\n"
                         " * %d launches; arena %llu bytes; weights %llu bytes.\n",
-                        KILN_VERSION, pr.mono ? "mono" : "kernels", rt_gprec_name(e.prec), pr.n,
+                        KILN_VERSION, schedule_name(&pr), rt_gprec_name(e.prec), pr.n,
                         (unsigned long long)p->arena_bytes, (unsigned long long)p->weight_bytes);
         if (pr.mono)
             base_str_printf(&src, " * %d groups in %d kernels, %d persistent; %d grid barriers (%d before merging).\n",

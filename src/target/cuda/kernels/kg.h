@@ -173,6 +173,22 @@ static __device__ __noinline__ void kg_grid_timeout(const kiln_gctx *c, unsigned
     }
 }
 
+/* Poll i of a wait after stage `stage` that began at *start (0 until the
+ * first reading): whether the watchdog has gone off (then the fault is
+ * recorded). The clock is read every 256 polls. */
+static __device__ __forceinline__ bool kg_wait_expired(const kiln_gctx *c, unsigned launch, unsigned stage, unsigned i,
+                                                       unsigned long long *start)
+{
+    if (i % 256u) return false;
+    unsigned long long now = kg_now_ns();
+    if (!*start) *start = now;
+    else if (now - *start > KG_WATCHDOG_NS) {
+        kg_grid_timeout(c, launch, stage);
+        return true;
+    }
+    return false;
+}
+
 /* Every thread of every block calls it after stage `stage` (0, 1, ... in
  * order) of launch `launch`. */
 static __device__ __noinline__ void kg_grid_sync(const kiln_gctx *c, unsigned launch, unsigned stage)
@@ -182,15 +198,8 @@ static __device__ __noinline__ void kg_grid_sync(const kiln_gctx *c, unsigned la
         const unsigned target = (stage + 1u) * gridDim.x;
         (void)kg_arrive(&kg_grid_bar);
         unsigned long long start = 0;
-        for (unsigned i = 1; (int)(kg_ld_acquire(&kg_grid_bar) - target) < 0; i++) {
-            if (i % 256u) continue; /* the clock now and then */
-            unsigned long long now = kg_now_ns();
-            if (!start) start = now;
-            else if (now - start > KG_WATCHDOG_NS) {
-                kg_grid_timeout(c, launch, stage);
-                break;
-            }
-        }
+        for (unsigned i = 1; (int)(kg_ld_acquire(&kg_grid_bar) - target) < 0; i++)
+            if (kg_wait_expired(c, launch, stage, i, &start)) break;
     }
     __syncthreads();
 }
@@ -200,6 +209,42 @@ static __device__ __noinline__ void kg_grid_sync(const kiln_gctx *c, unsigned la
 static __device__ __noinline__ void kg_grid_exit(unsigned stages)
 {
     if (threadIdx.x == 0 && atomicAdd(&kg_grid_bar, 1u) == stages * gridDim.x - 1u) atomicExch(&kg_grid_bar, 0u);
+}
+
+/* ---- completion counters (--schedule=mono, waits instead of barriers) ---------- *
+ * A persistent kernel's rOperators each count their finished rTasks in
+ * kg_done_<kernel>[member]: after an rTask the block's threads meet and one
+ * adds 1 with release ordering. Before an rTask, the block waits (acquire
+ * loads) until the counters of the members it depends on reach their rTask
+ * counts: only those, not every block of the grid. Every block takes the
+ * stages in order and waits only on earlier stages, so the earliest
+ * unfinished rTask can always run: no deadlock while all blocks are
+ * resident. The last block to leave (kg_waits_exit, counted on
+ * kg_grid_bar) puts the counters back to 0 for the next launch. */
+static __device__ __forceinline__ void kg_signal(unsigned *done)
+{
+    __syncthreads();
+    if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(done) : "memory");
+}
+
+/* The block waits until cond (acquire loads of counters, joined with & so
+ * that they are all in flight at once) holds; uniform across the block. */
+#define KG_WAIT(c, launch, stage, cond)                                                                   \
+    do {                                                                                                  \
+        if (threadIdx.x == 0) {                                                                           \
+            unsigned long long kg_start_ = 0;                                                             \
+            for (unsigned kg_i_ = 1; !(cond); kg_i_++)                                                    \
+                if (kg_wait_expired((c), (launch), (stage), kg_i_, &kg_start_)) break;                    \
+        }                                                                                                 \
+        __syncthreads();                                                                                  \
+    } while (0)
+
+static __device__ __noinline__ void kg_waits_exit(unsigned *done, unsigned n)
+{
+    if (threadIdx.x == 0 && atomicAdd(&kg_grid_bar, 1u) == gridDim.x - 1u) {
+        for (unsigned i = 0; i < n; i++) done[i] = 0u;
+        atomicExch(&kg_grid_bar, 0u);
+    }
 }
 
 /* ---- block reductions (blockDim.x a multiple of 32, at most 1024) ------------- */
