@@ -321,6 +321,14 @@ def bench_kiln(r, a, work, onnx_path, npz_path, outputs, refs):
         log("%s: kiln compile FAILED: %s" % (name, r["kiln_note"]))
         return
     log("%s: kiln compiled in %.1f s" % (name, r["kiln_compile_s"]))
+    if r["schedule"] != "kernels":
+        # the schedule's shape: kernels, barriers before and after merging, waits
+        rc, out, err = kiln(a, ["inspect", onnx_path, "--schedule", r["schedule"], "--precision", a.precision],
+                            timeout=a.kiln_timeout)
+        shape = [ln for ln in out.splitlines() if ln.startswith("rProgram")]
+        if rc == 0 and shape:
+            r["schedule_note"] = shape[0].split(": ", 1)[-1]
+            log("%s: %s" % (name, r["schedule_note"]))
     if a.compile_only:
         r["kiln_ok"] = True
         return
@@ -340,6 +348,8 @@ def bench_kiln(r, a, work, onnx_path, npz_path, outputs, refs):
     if rc == 0 and js:
         r["kiln_bench"] = json.loads(js[-1])
         r["kiln_us"] = r["kiln_bench"]["median_ms"] * 1e3
+        r["launches_note"] = "%d kernel launch(es) a run, from %d CUDA graph launch(es)" % (
+            r["kiln_bench"].get("kernel_launches", 0), r["kiln_bench"].get("graph_launches", 0))
     else:
         r["kiln_note"] = "bench failed (exit %d): %s" % (rc, why(err or out))
         log("%s: kiln bench FAILED: %s" % (name, r["kiln_note"]))
@@ -373,7 +383,8 @@ def print_table(results, a):
     notes = []
     for r in results:
         for key, what in (("kiln_note", "kiln"), ("kiln_rule", "kiln matched PyTorch"), ("graph_note", "CUDA graph"),
-                          ("compile_note", "torch.compile")):
+                          ("compile_note", "torch.compile"), ("schedule_note", "schedule"),
+                          ("launches_note", "runtime")):
             if r.get(key):
                 notes.append("  %s [%s], %s: %s" % (r["model"], r["schedule"], what, r[key]))
         if r.get("compile_s") is not None:

@@ -1076,15 +1076,16 @@ static int cmd_bench(int argc, char **argv)
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         double peak_mb = (double)ru.ru_maxrss / 1024.0;
-        int threads = kiln_rt_num_threads(rm);
+        int threads = kiln_rt_num_threads(rm), kernels = 0, graphs = 0;
+        kiln_rt_num_launches(rm, &kernels, &graphs); /* 0 and 0 for target c */
         char wbuf[96];
         if (a.json)
             printf("{\"model\": \"%s\", \"target\": \"%s\", \"threads\": %d, \"compile_s\": %.3f, \"first_run_ms\": %.3f, "
                    "\"min_ms\": %.4f, \"median_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, "
                    "\"throughput_per_s\": %.2f, \"iterations\": %d, \"peak_rss_mb\": %.1f, "
-                   "\"arena_mb\": %.3f, \"fallback_nodes\": %d}\n",
+                   "\"arena_mb\": %.3f, \"fallback_nodes\": %d, \"kernel_launches\": %d, \"graph_launches\": %d}\n",
                    a.path, kiln_rt_target(rm), threads, rep.seconds_total, first * 1e3, mn * 1e3, med * 1e3, p90 * 1e3, p99 * 1e3,
-                   1.0 / med, n, peak_mb, (double)kiln_rt_arena_bytes(rm) / 1e6, rep.n_fallback_nodes);
+                   1.0 / med, n, peak_mb, (double)kiln_rt_arena_bytes(rm) / 1e6, rep.n_fallback_nodes, kernels, graphs);
         else {
             printf("bench %s (%s)\n", a.path, where(rm, wbuf, sizeof(wbuf)));
             if (a.profile) print_profile(rm, &a, ins, outs, &d);
@@ -1093,6 +1094,9 @@ static int cmd_bench(int argc, char **argv)
                    "  throughput   %.1f inferences/s\n  peak memory  %.1f MB resident (arena %.2f MB)\n",
                    first * 1e3, mn * 1e3, med * 1e3, p90 * 1e3, p99 * 1e3, n, a.warmup, 1.0 / med, peak_mb,
                    (double)kiln_rt_arena_bytes(rm) / 1e6);
+            if (kernels > 0)
+                printf("  launches     %d kernel%s a run, from %d CUDA graph launch%s\n", kernels, kernels == 1 ? "" : "s",
+                       graphs, graphs == 1 ? "" : "es");
         }
     }
     rc = st == KILN_OK ? 0 : fail(st, &d, a.path);
