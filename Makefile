@@ -36,9 +36,12 @@ TESTS    := $(BUILD)/test_unit $(BUILD)/conformance $(BUILD)/roundtrip $(BUILD)/
 
 all: $(TOOLS) $(TESTS)
 
-$(BUILD)/gen/onnx.pb-c.c $(BUILD)/gen/onnx.pb-c.h: $(ONNX_PROTO)
+# One protoc-c run writes both files: the header is the source's by-product,
+# so parallel makes do not run protoc-c twice at once (a race on onnx.proto).
+$(BUILD)/gen/onnx.pb-c.h: $(BUILD)/gen/onnx.pb-c.c ;
+$(BUILD)/gen/onnx.pb-c.c: $(ONNX_PROTO)
 	@mkdir -p $(BUILD)/gen
-	cp $(ONNX_PROTO) $(BUILD)/gen/onnx.proto
+	cp -f $(ONNX_PROTO) $(BUILD)/gen/onnx.proto
 	cd $(BUILD)/gen && $(PROTOC_C) --c_out=. onnx.proto
 
 $(BUILD)/embed: tools/embed.c
