@@ -7,9 +7,11 @@
  * describing its rProgram: stages of rTasks (Rammer 3.1-3.2) that the
  * worker pool (the vDevice; one worker thread = one vEU) executes in order.
  * Each stage is one rOperator: a function computing rTask `t` of
- * `n_rtasks`; a worker runs t = veu, veu + n_veu, ... . A stage with `wait`
- * set first waits until every vEU has finished every earlier stage (a
- * step-counter barrier); stages without it may overlap the previous one.
+ * `n_rtasks`; a worker runs t = veu, veu + n_veu, ... . A stage with
+ * `wait` = k > 0 first waits until every vEU has finished stages 0 .. k-1
+ * (step counters): k is one past the latest stage it depends on, so the
+ * stages between may still be running on other vEUs; stages with 0 may
+ * overlap the previous ones.
  *
  * Addresses: activations live at planned offsets in `arena`, weights at
  * offsets in `weights`, model inputs and outputs in the caller's buffers
@@ -26,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KILN_CPROG_ABI 1
+#define KILN_CPROG_ABI 2 /* 2: `wait` counts stages (1 was a flag: all earlier ones) */
 
 struct kiln_host;
 
@@ -46,7 +48,7 @@ typedef void (*kiln_rtask_fn)(const kiln_cctx *c, int rtask);
 typedef struct kiln_cstage {
     kiln_rtask_fn fn;
     int n_rtasks;
-    int wait;          /* 1: barrier before this stage */
+    int wait;          /* stages 0 .. wait-1 finished by every vEU first (0: none; at most this stage's index) */
     const char *name;  /* the group's name: the ONNX nodes it computes */
 } kiln_cstage;
 

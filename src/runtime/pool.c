@@ -5,7 +5,9 @@
  * Synchronisation is step counters, as on the GPU: vEU v's counter counts
  * the stages it has finished since the pool started (monotonic over runs,
  * 64-bit, never wraps). A run starting at step `base` needs, before its
- * stage s with `wait` set, every counter >= base + s; it ends when every
+ * stage with `wait` = k > 0, every counter >= base + k (every vEU past the
+ * stages that stage depends on, not necessarily the ones just before it,
+ * which may still run elsewhere); it ends when every
  * counter reaches base + n_stages. A counter's store releases and the
  * waiters' loads acquire, so what a stage wrote is visible to the stages
  * waiting for it (the stores are sequentially consistent, for the sleepers
@@ -194,7 +196,7 @@ static void run_veu(rt_pool *p, veu *v)
     for (int s = 0; s < n_stages; s++) {
         const kiln_cstage *st = &stages[s];
         uint64_t t0 = prof ? now_ns() : 0;
-        if (st->wait && n_veu > 1) wait_all(p, base + (uint64_t)s);
+        if (st->wait && n_veu > 1) wait_all(p, base + (uint64_t)st->wait);
         uint64_t t1 = prof ? now_ns() : 0;
         v->stage = s;
         if (!atomic_load_explicit(&p->abort, memory_order_relaxed))

@@ -414,11 +414,16 @@ static kiln_status open_code(kiln_rt_model *m, const void *code, size_t n, base_
     if (p->n_stages < 0 || p->n_stages > MAX_STAGES || (p->n_stages > 0 && !p->stages))
         return base_diag_add(d, KILN_ERR_INVALID_MODEL, "the artifact's code has a bad stage list (%d stages)",
                              p->n_stages);
-    for (int s = 0; s < p->n_stages; s++)
-        if (p->stages[s].n_rtasks < 0 || (p->stages[s].n_rtasks > 0 && !p->stages[s].fn))
+    for (int s = 0; s < p->n_stages; s++) {
+        const kiln_cstage *st = &p->stages[s];
+        if (st->n_rtasks < 0 || (st->n_rtasks > 0 && !st->fn))
             return base_diag_add(d, KILN_ERR_INVALID_MODEL, "the artifact's code: stage %d '%s' has %s", s,
-                                 p->stages[s].name ? p->stages[s].name : "?",
-                                 p->stages[s].n_rtasks < 0 ? "a negative rTask count" : "rTasks but no function");
+                                 st->name ? st->name : "?",
+                                 st->n_rtasks < 0 ? "a negative rTask count" : "rTasks but no function");
+        if (st->wait < 0 || st->wait > s) /* a wait on itself or a later stage never ends */
+            return base_diag_add(d, KILN_ERR_INVALID_MODEL, "the artifact's code: stage %d '%s' waits for %d stages",
+                                 s, st->name ? st->name : "?", st->wait);
+    }
     m->prog = p;
     return KILN_OK;
 }

@@ -422,9 +422,11 @@ static void ps_task(const kiln_cctx *c, int t)
         return;
     }
     atomic_fetch_add(&ps.count[s][t], 1);
-    if (ps.stages[s].wait)
-        for (int k = 0; k < s; k++)
-            if (atomic_load(&ps.done[k]) != ps.stages[k].n_rtasks) atomic_fetch_add(&ps.errors, 1);
+    /* every stage this one waits for, and every one an earlier stage waited for */
+    int covered = 0;
+    for (int k = 0; k <= s; k++) covered = ps.stages[k].wait > covered ? ps.stages[k].wait : covered;
+    for (int k = 0; k < covered; k++)
+        if (atomic_load(&ps.done[k]) != ps.stages[k].n_rtasks) atomic_fetch_add(&ps.errors, 1);
     /* uneven work, so vEUs drift apart between barriers */
     static _Atomic int sink;
     for (int i = 0; i < (t * 7919 + s * 104729) % 200; i++) atomic_fetch_add_explicit(&sink, i, memory_order_relaxed);
@@ -458,7 +460,7 @@ UNIT_TEST(pool_runs_every_rtask_once_and_barriers_hold)
                 ps.stages[s] = (kiln_cstage){.fn = ps_task, .name = "stress",
                                              .n_rtasks = r == 0 ? 0 : r == 1 ? 1 : r == 2 ? PS_TASKS - 1
                                                                                    : (int)(ps_rand(&seed) % PS_TASKS),
-                                             .wait = (int)(ps_rand(&seed) % 2)};
+                                             .wait = (int)(ps_rand(&seed) % 2) ? (int)(ps_rand(&seed) % (unsigned)(s + 1)) : 0};
             }
             memset(ps.count, 0, sizeof(ps.count));
             for (int run = 1; run <= 60; run++) {
@@ -481,7 +483,7 @@ UNIT_TEST(pool_runs_every_rtask_once_and_barriers_hold)
 
         /* an abort skips the later stages of that run only */
         memset(ps.done, 0, sizeof(ps.done));
-        for (int s = 0; s < PS_STAGES; s++) ps.stages[s].wait = 1, ps.stages[s].n_rtasks = 3;
+        for (int s = 0; s < PS_STAGES; s++) ps.stages[s].wait = s, ps.stages[s].n_rtasks = 3;
         ps.abort_stage = 5;
         rt_pool_run(ps.pool, ps.stages, ps.n_stages, ctx);
         /* vEUs that started stage 5 before the abort still run their rTasks there */
@@ -526,6 +528,7 @@ static const char prog_source[] =
     "#ifndef SEG\n#define SEG 0\n#endif\n"
     "#ifndef SCALE\n#define SCALE 2.0f\n#endif\n"
     "#ifndef SCRATCH\n#define SCRATCH 64\n#endif\n"
+    "#ifndef WAIT3\n#define WAIT3 3\n#endif\n"
     "static void add1(const kiln_cctx *c, int t)\n"
     "{\n"
     "    const float *x = (const float *)c->io[0];\n"
@@ -548,8 +551,8 @@ static const char prog_source[] =
     "}\n"
     "static void relu(const kiln_cctx *c, int t) { (void)t; c->host->run_segment(c->host, c, SEG); }\n"
     "static const kiln_cstage stages[] = {\n"
-    "    {add1, 7, 0, \"add1 (Add)\"}, {mul2, 5, 1, \"mul2 (Mul, Add)\"}, {relu, 1, 1, \"relu (fallback)\"},\n"
-    "    {0, 0, 1, \"an alias: no code\"}};\n"
+    "    {add1, 7, 0, \"add1 (Add)\"}, {mul2, 5, 1, \"mul2 (Mul, Add)\"}, {relu, 1, 2, \"relu (fallback)\"},\n"
+    "    {0, 0, WAIT3, \"an alias: no code\"}};\n"
     "static void prepare(const uint8_t *w, uint8_t *packed)\n"
     "{\n"
     "    for (int i = 0; i < N; i++) ((float *)packed)[i] = ((const float *)w)[i];\n"
@@ -795,7 +798,12 @@ UNIT_TEST(runtime_load_errors_are_clear)
 {
     size_t n;
     uint8_t *art = program_artifact("abi", "-DABI=99", &n);
-    EXPECT_LOAD_ERROR(art, n, KILN_ERR_UNSUPPORTED, "ABI 99, this runtime ABI 1");
+    char abi[64];
+    snprintf(abi, sizeof(abi), "ABI 99, this runtime ABI %d", KILN_CPROG_ABI);
+    EXPECT_LOAD_ERROR(art, n, KILN_ERR_UNSUPPORTED, abi);
+    free(art);
+    art = program_artifact("wait", "-DWAIT3=4", &n); /* stage 3 waiting for itself would never start */
+    EXPECT_LOAD_ERROR(art, n, KILN_ERR_INVALID_MODEL, "stage 3 'an alias: no code' waits for 4 stages");
     free(art);
     art = program_artifact("arena", "-DARENA=2048", &n);
     EXPECT_LOAD_ERROR(art, n, KILN_ERR_INVALID_MODEL, "expects an arena of 2048 bytes; its plan has 1024");
