@@ -340,13 +340,34 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *o
 }
 
 /* gemm_candidates narrowed to those of want_block threads (0: every size),
- * in the same order, when there are any; else all of them. */
+ * in the same order. When none is left (a small problem whose fitting
+ * tiles are all narrower), the tiles of that many threads the problem
+ * allows at all, larger than it or not: idle threads cost less than a
+ * kernel of its own under --schedule=mono. Else all of them. */
 static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_block, gemm_cfg *out)
 {
     int n = gemm_candidates(g, gpu, out), kept = 0;
     if (!want_block) return n;
     for (int i = 0; i < n; i++)
         if (cfg_threads(&out[i]) == want_block) out[kept++] = out[i];
+    if (kept > 0) return kept;
+    const gemm_cfg *tables[2] = {simt_table, NULL};
+    int sizes[2] = {(int)KILN_COUNT(simt_table), 0};
+    if (g->tc) {
+        tables[0] = tc_table;
+        sizes[0] = (int)KILN_COUNT(tc_table);
+        if (gpu->sm_major == 9) {
+            tables[1] = wg_table;
+            sizes[1] = (int)KILN_COUNT(wg_table);
+        }
+    }
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; i < sizes[t]; i++) {
+            const gemm_cfg *c = &tables[t][i];
+            if (cfg_threads(c) == want_block && cfg_smem(c) <= gpu->smem_per_block_optin &&
+                cfg_rtasks(g, c) <= INT32_MAX && kept < MAX_CANDS)
+                out[kept++] = *c;
+        }
     return kept > 0 ? kept : gemm_candidates(g, gpu, out);
 }
 
