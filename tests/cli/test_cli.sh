@@ -119,6 +119,9 @@ if [ -d "$data/node/test_add_bcast" ]; then
     expect inspect_schedule_barriers 0 "10 groups in 1 kernel (1 persistent), 5 grid barriers (9 before merging)" -- \
         "$kiln" inspect "$ln" --schedule mono-barriers
     expect inspect_schedule_stages 0 "stage 5" -- "$kiln" inspect "$ln" --schedule mono --precision fp16
+    expect inspect_schedule_waits 0 "waits for group" -- "$kiln" inspect "$ln" --schedule mono
+    expect inspect_schedule_config 0 "[kg_gemm_" -- \
+        "$kiln" inspect "$data/pytorch-operator/test_operator_mm/model.onnx" --schedule kernels
     expect inspect_schedule_kernels 0 "launch 0: kernel k_3" -- "$kiln" inspect "$ln" --schedule kernels
     expect inspect_schedule_host_segment 0 "host segment 0 (reference interpreter)" -- \
         "$kiln" inspect "$data/node/test_nonzero_example/model.onnx" --schedule kernels

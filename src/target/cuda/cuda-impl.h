@@ -30,6 +30,7 @@ typedef struct cg_op {
     int block;         /* threads per block: a multiple of 32, 32 .. 1024 */
     int smem_bytes;    /* dynamic shared memory per rTask (0 .. 227 KB) */
     bool splitk;       /* uses kg.h's split-K workspace (one such op per kernel) */
+    char config[96];   /* the template configuration chosen, for listings ("" when there is no choice) */
 } cg_op;
 
 /* The GPU the code is tuned for (the compiling machine's device 0, else a

@@ -450,31 +450,6 @@ static void batch_label(const batch *b, int stages, base_str *s)
                         b->n, stages);
 }
 
-/* The batch's lines in the rProgram listing: the kernel's configuration,
- * then each stage's groups with their rTasks (all is the kernel's op). */
-static void list_batch(program *pr, const batch *b, const cg_op *all, int stages, int launch)
-{
-    base_str *l = &pr->listing;
-    base_str_printf(l, "launch %d: kernel k_%d, %d thread%s a block, %d bytes of shared memory", launch,
-                    b->m[0].grp->id, all->block, all->block == 1 ? "" : "s", all->smem_bytes);
-    if (stages > 1)
-        base_str_printf(l, "; persistent (grid: the blocks resident at once, built for %d a multiprocessor), "
-                           "%d stages, %d grid barriers (%d before merging)\n",
-                        pr->blocks_per_sm, stages, stages - 1, b->n - 1);
-    else
-        base_str_printf(l, "; grid %lld\n", (long long)all->n_rtasks);
-    for (int st = 0; st < stages; st++) {
-        if (stages > 1) base_str_printf(l, "  stage %d%s\n", st, st + 1 < stages ? " (then a grid barrier)" : "");
-        for (int k = 0; k < b->n; k++) {
-            const member *m = &b->m[k];
-            if (m->stage != st) continue;
-            base_str_printf(l, "    group %-4d %-11s %7lld rTasks %6d B smem%s  %s\n", m->grp->id,
-                            sched_group_kind_name(m->grp->kind), (long long)m->op.n_rtasks, m->op.smem_bytes,
-                            m->op.splitk ? ", split-K" : "", m->grp->name);
-        }
-    }
-}
-
 /* Counter waits: which earlier members each member of a batch waits for.
  * Those it depends on (and for a split-K member the split-K members before
  * it, which share the workspace), less those that another of them waits
@@ -524,6 +499,43 @@ static kiln_status plan_waits(cg_emitter *e, const batch *b, waits *w)
     }
     w->at[n] = used;
     return KILN_OK;
+}
+
+/* The batch's lines in the rProgram listing: the kernel's configuration,
+ * then each stage's groups with their rTasks (all is the kernel's op). */
+static void list_batch(program *pr, const batch *b, const waits *w, const cg_op *all, int stages, int launch)
+{
+    base_str *l = &pr->listing;
+    base_str_printf(l, "launch %d: kernel k_%d, %d thread%s a block, %d bytes of shared memory", launch,
+                    b->m[0].grp->id, all->block, all->block == 1 ? "" : "s", all->smem_bytes);
+    if (stages > 1 && w)
+        base_str_printf(l, "; persistent (grid: the blocks resident at once, built for %d a multiprocessor), "
+                           "%d stages, waits on %d completion counters instead of %d grid barriers (%d before merging)\n",
+                        pr->blocks_per_sm, stages, w->at[b->n], stages - 1, b->n - 1);
+    else if (stages > 1)
+        base_str_printf(l, "; persistent (grid: the blocks resident at once, built for %d a multiprocessor), "
+                           "%d stages, %d grid barriers (%d before merging)\n",
+                        pr->blocks_per_sm, stages, stages - 1, b->n - 1);
+    else
+        base_str_printf(l, "; grid %lld\n", (long long)all->n_rtasks);
+    for (int st = 0; st < stages; st++) {
+        if (stages > 1) base_str_printf(l, "  stage %d%s\n", st, st + 1 < stages && !w ? " (then a grid barrier)" : "");
+        for (int k = 0; k < b->n; k++) {
+            const member *m = &b->m[k];
+            if (m->stage != st) continue;
+            base_str_printf(l, "    group %-4d %-11s %7lld rTasks %6d B smem%s  %s%s%s%s\n", m->grp->id,
+                            sched_group_kind_name(m->grp->kind), (long long)m->op.n_rtasks, m->op.smem_bytes,
+                            m->op.splitk ? ", split-K" : "", m->op.config[0] ? "[" : "", m->op.config,
+                            m->op.config[0] ? "]  " : "", m->grp->name);
+            if (w && w->at[k + 1] > w->at[k]) {
+                base_str_cat(l, "                waits for group");
+                for (int i = w->at[k]; i < w->at[k + 1]; i++)
+                    base_str_printf(l, "%s %d", i > w->at[k] ? "," : w->at[k + 1] - w->at[k] > 1 ? "s" : "",
+                                    b->m[w->dep[i]].grp->id);
+                base_str_cat(l, "\n");
+            }
+        }
+    }
 }
 
 /* Member k's call on rTask t - first: with waits, the wait for its
@@ -614,9 +626,9 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
     if (use_waits) base_str_printf(s, "    kg_waits_exit(kg_done_%d, %du);\n", b->m[0].grp->id, b->n);
     else if (stages > 1) base_str_printf(s, "    kg_grid_exit(%du);\n", stages);
     if (use_waits) pr->n_waits += w.at[b->n];
-    waits_free(&w);
     base_str_cat(s, "}\n\n");
-    list_batch(pr, b, &all, stages, launch);
+    list_batch(pr, b, use_waits ? &w : NULL, &all, stages, launch);
+    waits_free(&w);
     pr->kernels++;
     if (pr->mono) {
         pr->groups += b->n;

@@ -230,6 +230,7 @@ static kiln_status emit_with(cg_emitter *e, const sched_group *grp, const att_pr
                     pb->mma ? "kg_att_mma_rtask" : "kg_att_simt_rtask");
     *op = (cg_op){.n_rtasks = pb->batch * pb->heads * n_qt, .block = 32 * warps,
                   .smem_bytes = (int)smem_bytes(pb, warps)};
+    snprintf(op->config, sizeof(op->config), "%s, %d warps", pb->mma ? "kg_att_mma" : "kg_att_simt", warps);
     return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;
 }
 

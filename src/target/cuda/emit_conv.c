@@ -592,6 +592,8 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
                             c->wm, c->wn, c->ks, c->st, da, sk);
             tiles = ceil_div(d.m, c->bm) * ceil_div(d.n, c->bn) * d.groups * sk;
             *op = (cg_op){.n_rtasks = tiles, .block = tc_threads(c), .smem_bytes = tc_smem(c), .splitk = sk > 1};
+            snprintf(op->config, sizeof(op->config), "kg_conv_tc %dx%dx%d, warp %dx%d, %d k-slices, %d stages, %d splits",
+                     c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->st, sk);
         } else {
             const simt_cfg *c = &simt_table[cl.idx[cand]];
             int da = cl.da[cand];
@@ -604,6 +606,8 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
                             c->tn, c->ks, da);
             tiles = ceil_div(d.m, c->bm) * ceil_div(d.n, c->bn) * d.groups;
             *op = (cg_op){.n_rtasks = tiles, .block = simt_threads(c), .smem_bytes = simt_smem(c)};
+            snprintf(op->config, sizeof(op->config), "kg_conv_simt %dx%dx%d, thread %dx%d, %d k-slices", c->bm, c->bn,
+                     c->bk, c->tm, c->tn, c->ks);
         }
         if (tiles > INT32_MAX) {
             char lb[256];

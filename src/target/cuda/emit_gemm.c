@@ -558,6 +558,12 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     op->n_rtasks = cfg_rtasks(g, c);
     op->block = cfg_threads(c);
     op->smem_bytes = cfg_smem(c);
+    if (c->kind == GEMM_SIMT) snprintf(op->config, sizeof(op->config), "kg_gemm_simt %dx%d", c->bm, c->bn);
+    else if (c->kind == GEMM_WG)
+        snprintf(op->config, sizeof(op->config), "kg_gemm_wg %dx%dx%d, %d stages", c->bm, c->bn, c->bk, c->stages);
+    else
+        snprintf(op->config, sizeof(op->config), "kg_gemm_tc %dx%dx%d, warp %dx%d, %d k-slices, %d stages, %d splits",
+                 c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->stages, c->splits);
     op->splitk = c->splits > 1;
     KILN_TRY(cg_need(e, "kg_math.h"));
     KILN_TRY(cg_need(e, "kg_gemm.cuh"));
