@@ -3,7 +3,7 @@
 ViT-B/16 and ResNet-50, fp16, end-to-end latency, all in one run.
 
     python3 bench/gpu.py [--models bert1,bert16,vit,resnet50] [--iterations 200] [--warmup 20]
-                         [--tune] [--schedule kernels,mono,mono-barriers] [--skip-compile-peers]
+                         [--tune] [--schedule kernels,mono,mono-barriers,mono-unmerged] [--ablation] [--skip-compile-peers]
                          [--compile-budget 120] [--budget 480]
                          [--bundle bundle] [--json OUT.json] [--compile-only]
 
@@ -369,6 +369,34 @@ def ratio(peer, kiln_us):
     return "%.2fx" % (peer / kiln_us)
 
 
+# MonoNN Fig. 12's steps that kiln has, in order: (schedule, what it adds).
+# Its ILP and cache/shared-memory steps are not built; they would sit
+# between the base and barrier merging.
+ABLATION = (("mono-unmerged", "base: one persistent kernel, a barrier after every group"),
+            ("mono-barriers", "+ barrier merging (longest path)"),
+            ("mono", "+ completion-counter waits"))
+
+
+def print_ablation(results):
+    """Per model: each ablation step's latency (or, compiling only, its
+    barrier counts) and its speed-up over the base."""
+    log("")
+    log("ablation (MonoNN Fig. 12; the ILP and cache/smem steps are not built):")
+    for model in dict.fromkeys(r["model"] for r in results):
+        rows = {r["schedule"]: r for r in results if r["model"] == model}
+        base = (rows.get("mono-unmerged") or {}).get("kiln_us")
+        log("  %s" % MODELS[model])
+        for sched, what in ABLATION:
+            r = rows.get(sched)
+            if not r:
+                continue
+            k = r.get("kiln_us")
+            log("    %-58s %11s %8s   %s" % (what, fmt_us(k), ratio(base, k),
+                                            r.get("schedule_note", "")))
+        if rows.get("kernels"):
+            log("    %-58s %11s" % ("(kiln's kernels schedule, for reference)", fmt_us(rows["kernels"].get("kiln_us"))))
+
+
 def print_table(results, a):
     log("")
     log("%-30s %-8s %11s %11s %11s %13s   %s" % ("model (fp16)", "schedule", "kiln", "eager", "eager+graph",
@@ -482,6 +510,8 @@ def run(a):
     info["seconds"] = time.time() - t_start
     if not a.compile_only:
         print_table(results, a)
+    if a.ablation:
+        print_ablation(results)
     passed = sum(1 for r in results if r.get("kiln_ok"))
     failed = len(results) - passed
     if a.json:
@@ -516,6 +546,9 @@ def main():
     ap.add_argument("--workdir", help="where models and artifacts go (default: a new temporary folder)")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--compile-only", action="store_true", help="export and compile with kiln; run nothing")
+    ap.add_argument("--ablation", action="store_true",
+                    help="the schedules kernels, mono-unmerged, mono-barriers and mono, then an ablation table "
+                         "like MonoNN Fig. 12 (speed-up of each step over one barrier per group, barrier counts)")
     ap.add_argument("--peer-compile", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.iterations < 1 or a.warmup < 0:
@@ -524,9 +557,11 @@ def main():
         peer_compile_main(a)
         return 0
     a.schedules = [s.strip() for s in a.schedule.split(",") if s.strip()]
-    if not a.schedules or any(s not in ("kernels", "mono", "mono-barriers") for s in a.schedules) or \
+    if a.ablation:
+        a.schedules = ["kernels"] + [s for s, _ in ABLATION]
+    if not a.schedules or any(s not in ("kernels", "mono", "mono-barriers", "mono-unmerged") for s in a.schedules) or \
             len(set(a.schedules)) != len(a.schedules):
-        ap.error("--schedule takes kernels, mono and/or mono-barriers, comma-separated, each once")
+        ap.error("--schedule takes kernels, mono, mono-barriers and/or mono-unmerged, comma-separated, each once")
     a.bundle = os.path.abspath(a.bundle)
     a.kiln = os.path.abspath(a.kiln) if a.kiln else os.path.join(a.bundle, "kiln")
     return run(a)

@@ -172,7 +172,8 @@ static const char compile_help[] =
     "                     an rTask waits only for the completion counters of the\n"
     "                     operators it depends on; mono-barriers: the same with a\n"
     "                     grid barrier between stages, merged where no data crosses\n"
-    "                     them (the counts are printed)\n"
+    "                     them (the counts are printed); mono-unmerged: a barrier\n"
+    "                     after every group (the ablation's base)\n"
     "  --tune             cuda: time each GEMM/conv's template candidates on the GPU\n"
     "                     and keep the fastest in the tuning database\n"
     "  --tuning-db FILE   cuda: the SQLite tuning database (default\n"
@@ -253,7 +254,8 @@ static bool is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a
 
 static bool known_schedule(const char *s)
 {
-    return strcmp(s, "kernels") == 0 || strcmp(s, "mono") == 0 || strcmp(s, "mono-barriers") == 0;
+    return strcmp(s, "kernels") == 0 || strcmp(s, "mono") == 0 || strcmp(s, "mono-barriers") == 0 ||
+           strcmp(s, "mono-unmerged") == 0;
 }
 
 /* ---- shared: loading and shapes --------------------------------------------------------- */
@@ -394,7 +396,7 @@ static int cmd_inspect(int argc, char **argv)
         if (strcmp(argv[i], "--schedule") == 0 && i + 1 < argc) {
             schedule = argv[++i];
             if (!known_schedule(schedule))
-                return usage_error("inspect", "bad --schedule '%s' (want kernels, mono or mono-barriers)", schedule);
+                return usage_error("inspect", "bad --schedule '%s' (want kernels, mono, mono-barriers or mono-unmerged)", schedule);
             continue;
         }
         if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc) {
@@ -576,7 +578,7 @@ static int parse_args(const char *cmd, int argc, char **argv, cli_args *a)
         strcmp(a->precision, "bf16") != 0)
         return usage_error(cmd, "unknown precision '%s' (fp32, fp16 or bf16)", a->precision);
     if (a->schedule && !known_schedule(a->schedule))
-        return usage_error(cmd, "unknown schedule '%s' (kernels, mono or mono-barriers)", a->schedule);
+        return usage_error(cmd, "unknown schedule '%s' (kernels, mono, mono-barriers or mono-unmerged)", a->schedule);
     if ((a->precision || a->tune || a->schedule) && !(a->target && strcmp(a->target, "cuda") == 0))
         return usage_error(cmd, "%s", "--precision, --schedule and --tune need --target cuda");
     return -1;

@@ -278,13 +278,16 @@ static kiln_status convert_weights(cg_emitter *e, target_output *out)
     return KILN_OK;
 }
 
-/* kernels (NULL too), mono (counter waits) or mono-barriers. */
-static kiln_status parse_schedule(const char *s, bool *mono, bool *waits, base_diag *d)
+/* kernels (NULL too), mono (counter waits), mono-barriers, or
+ * mono-unmerged (a barrier after every group: the ablation's base). */
+static kiln_status parse_schedule(const char *s, bool *mono, bool *waits, bool *unmerged, base_diag *d)
 {
     *waits = s && strcmp(s, "mono") == 0;
-    *mono = *waits || (s && strcmp(s, "mono-barriers") == 0);
+    *unmerged = s && strcmp(s, "mono-unmerged") == 0;
+    *mono = *waits || *unmerged || (s && strcmp(s, "mono-barriers") == 0);
     if (s && !*mono && strcmp(s, "kernels") != 0)
-        return base_diag_add(d, KILN_ERR_INVALID_ARG, "unknown schedule '%s' (kernels, mono or mono-barriers)", s);
+        return base_diag_add(d, KILN_ERR_INVALID_ARG,
+                             "unknown schedule '%s' (kernels, mono, mono-barriers or mono-unmerged)", s);
     return KILN_OK;
 }
 
@@ -297,6 +300,7 @@ typedef struct program {
     base_str sites;        /* "#define KG_SITE_<group> <launch>u" per group, and mono's prototypes */
     bool mono;             /* --schedule=mono or mono-barriers */
     bool waits;            /* mono: completion-counter waits instead of grid barriers */
+    bool unmerged;         /* mono-unmerged: a stage per group (no barrier merging) */
     int n_waits;           /* mono with waits: counters waited on, after the transitive reduction */
     int blocks_per_sm;     /* mono: resident blocks per multiprocessor each kernel is built for */
     int groups, barriers_before, barriers_after; /* mono: kernels' groups, barriers before and after merging */
@@ -307,7 +311,7 @@ typedef struct program {
 
 static const char *schedule_name(const program *pr)
 {
-    return !pr->mono ? "kernels" : pr->waits ? "mono" : "mono-barriers";
+    return !pr->mono ? "kernels" : pr->waits ? "mono" : pr->unmerged ? "mono-unmerged" : "mono-barriers";
 }
 
 static kiln_status add_launch(cg_emitter *e, program *pr, int segment, const cg_op *op, int id, const char *label,
@@ -650,6 +654,7 @@ static kiln_status add_member(cg_emitter *e, program *pr, batch *b, const sched_
 {
     bool fits = b->n == 0 || op->block == b->m[0].op.block;
     int stage = fits && b->n ? stage_for(e, b, grp, op) : 0;
+    if (fits && b->n && pr->unmerged) stage = b->m[b->n - 1].stage + 1;
     if (!pr->mono && (stage > 0 || b->n == WAVE_MAX)) fits = false;
     if (!fits) {
         KILN_TRY(flush_batch(e, pr, b));
@@ -828,7 +833,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     if (st == KILN_OK) st = convert_weights(&e, out);
     if (st == KILN_OK && o->tune)
         st = cg_tuner_open(&e, out->weights ? out->weights : o->weights, &e.tuner, d);
-    if (st == KILN_OK) st = parse_schedule(o->schedule, &pr.mono, &pr.waits, d);
+    if (st == KILN_OK) st = parse_schedule(o->schedule, &pr.mono, &pr.waits, &pr.unmerged, d);
     if (pr.mono) {
         if (!e.want_block) e.want_block = mono_block(p);
         pr.blocks_per_sm = MONO_BLOCKS_PER_SM;
