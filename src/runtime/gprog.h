@@ -47,8 +47,9 @@
  *                                 u32 smem, u32 name_bytes, name, u32 label_bytes,
  *                                 label, zero padding to 4 bytes}
  *
- * A persistent kernel (--schedule=mono) runs stages separated by barriers
- * across the grid, so every block must be resident at once: `grid` is the
+ * A persistent kernel (--schedule=mono*) runs stages whose blocks wait for
+ * one another (grid barriers or completion counters), so every block must
+ * be resident at once: `grid` is the
  * most blocks it can use, and the runtime lowers it to what the occupancy
  * API says fits the device (an error when not one block per multiprocessor
  * fits).

@@ -78,4 +78,8 @@ void sched_program_free(sched_program *p);
  * Constants are placed in the weights blob in order of first use. */
 kiln_status sched_plan_memory(const ir_graph *g, sched_program *p, base_arena *a, base_diag *d);
 
+/* Whether group b, later in g's program p, must wait for group a: b reads
+ * bytes a writes, or writes bytes a reads or writes (deps.c). */
+bool sched_group_depends(const ir_graph *g, const sched_program *p, const sched_group *a, const sched_group *b);
+
 #endif

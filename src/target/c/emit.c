@@ -131,105 +131,30 @@ static bool c_can_compile(const ir_node *n)
 
 /* ---- waits ------------------------------------------------------------------------- */
 
-typedef struct span {
-    sched_loc loc;
-    uint64_t lo, hi; /* bytes; for INPUT/OUTPUT lo is the io index */
-} span;
-
-/* The bytes grp reads (or writes) outside the weights, into s (at most max);
- * *all false when it touches more than max values. */
-static int group_spans(const c_emitter *e, const sched_group *grp, bool writes, span *s, int max, bool *all)
-{
-    int n = 0;
-    int count = writes ? grp->n_out : grp->n_in;
-    for (int i = 0; i < count; i++) {
-        const ir_value *v = writes ? grp->out[i] : grp->in[i];
-        if (v->graph != e->g) continue;
-        const sched_place *pl = &e->p->place[v->id];
-        if (pl->loc == SCHED_LOC_NONE || pl->loc == SCHED_LOC_WEIGHTS) continue;
-        if (n == max) {
-            *all = false;
-            break;
-        }
-        if (pl->loc == SCHED_LOC_ARENA) s[n++] = (span){pl->loc, pl->offset, pl->offset + v->t.nbytes};
-        else s[n++] = (span){pl->loc, pl->offset, pl->offset + 1};
-    }
-    return n;
-}
-
-static bool spans_meet(const span *a, int na, const span *b, int nb)
-{
-    for (int i = 0; i < na; i++)
-        for (int j = 0; j < nb; j++)
-            if (a[i].loc == b[j].loc && a[i].lo < b[j].hi && b[j].lo < a[i].hi) return true;
-    return false;
-}
-
-#define MAX_SPANS 256
-
-/* One stage's reads and writes, for plan_waits. */
-typedef struct stage_io {
-    int r0, nr, w0, nw; /* spans[r0 .. r0 + nr) read, spans[w0 .. w0 + nw) written */
-    bool whole;         /* waits for every stage before it and is waited for by the next */
-} stage_io;
-
-static bool conflict(const span *sp, const stage_io *a, const stage_io *b)
-{
-    return spans_meet(sp + b->r0, b->nr, sp + a->w0, a->nw) || spans_meet(sp + b->w0, b->nw, sp + a->w0, a->nw) ||
-           spans_meet(sp + b->w0, b->nw, sp + a->r0, a->nr);
-}
-
 /* wait[s]: how many leading stages stage s needs finished by every vEU
- * first (cprog.h; 0: none). One past the latest earlier stage it conflicts
- * with (reads what that writes, or writes what it reads or writes), unless
- * a wait earlier in every vEU's order already covers it (the waits only
- * grow: `covered`). A fallback segment, or a group touching more than
- * MAX_SPANS values, waits for every stage before it, and the stage after it
- * waits for it. Alias groups have no code and never wait. */
-static kiln_status plan_waits(const c_emitter *e, int *wait)
+ * first (cprog.h; 0: none). One past the latest earlier stage it depends on
+ * (sched_group_depends), unless a wait earlier in every vEU's order already
+ * covers it (the waits only grow: `covered`). A fallback segment waits for
+ * every stage before it, and the stage after it waits for it. Alias groups
+ * have no code and never wait. */
+static void plan_waits(const c_emitter *e, int *wait)
 {
-    const int n = e->p->n_groups;
-    stage_io *io = base_calloc((size_t)n + 1, sizeof(stage_io));
-    int cap = 4 * n + 64, used = 0;
-    span *sp = base_malloc((size_t)cap * sizeof(span));
-    kiln_status st = io && sp ? KILN_OK : KILN_ERR_OOM;
-    for (int s = 0; s < n && st == KILN_OK; s++) {
-        const sched_group *grp = e->p->groups[s];
-        if (used + 2 * MAX_SPANS > cap) {
-            span *more = base_realloc(sp, (size_t)(cap * 2 + 2 * MAX_SPANS) * sizeof(span));
-            if (!more) {
-                st = KILN_ERR_OOM;
-                break;
-            }
-            sp = more;
-            cap = cap * 2 + 2 * MAX_SPANS;
-        }
-        bool fits = true;
-        io[s].r0 = used;
-        io[s].nr = group_spans(e, grp, false, sp + used, MAX_SPANS, &fits);
-        used += io[s].nr;
-        io[s].w0 = used;
-        io[s].nw = group_spans(e, grp, true, sp + used, MAX_SPANS, &fits);
-        used += io[s].nw;
-        io[s].whole = grp->kind == SCHED_GROUP_FALLBACK || !fits;
-    }
-    int covered = 0, last_whole = -1;
-    for (int s = 0; s < n && st == KILN_OK; s++) {
-        const sched_group *grp = e->p->groups[s];
+    const sched_program *p = e->p;
+    int covered = 0, last_fallback = -1;
+    for (int s = 0; s < p->n_groups; s++) {
+        const sched_group *grp = p->groups[s];
         wait[s] = 0;
         if (grp->kind == SCHED_GROUP_ALIAS) continue;
-        int need = io[s].whole ? s : last_whole + 1;
+        bool fallback = grp->kind == SCHED_GROUP_FALLBACK;
+        int need = fallback ? s : last_fallback + 1;
         for (int j = s - 1; j >= KILN_MAX(covered, need); j--)
-            if (e->p->groups[j]->kind != SCHED_GROUP_ALIAS && conflict(sp, &io[j], &io[s])) {
+            if (p->groups[j]->kind != SCHED_GROUP_ALIAS && sched_group_depends(e->g, p, p->groups[j], grp)) {
                 need = j + 1;
                 break;
             }
         if (need > covered) wait[s] = covered = need;
-        if (io[s].whole) last_whole = s;
+        if (fallback) last_fallback = s;
     }
-    base_free(io);
-    base_free(sp);
-    return st;
 }
 
 /* ---- fallback segments ------------------------------------------------------------------ */
@@ -298,11 +223,7 @@ static kiln_status emit_program(c_emitter *e, base_str *src)
     int n_stages = p->n_groups + (copies ? 1 : 0);
     int *wait = base_calloc((size_t)n_stages + 1, sizeof(int));
     if (!wait) return KILN_ERR_OOM;
-    st = plan_waits(e, wait);
-    if (st != KILN_OK) {
-        base_free(wait);
-        return st;
-    }
+    plan_waits(e, wait);
     if (copies) {
         wait[p->n_groups] = p->n_groups; /* every stage before it */
         base_str_printf(&e->init, "    stages[%d].n_rtasks = 1;\n", p->n_groups);

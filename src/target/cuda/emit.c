@@ -298,7 +298,7 @@ typedef struct program {
     int n, cap;
     base_arena names;
     base_str sites;        /* "#define KG_SITE_<group> <launch>u" per group, and mono's prototypes */
-    bool mono;             /* --schedule=mono or mono-barriers */
+    bool mono;             /* --schedule=mono, mono-barriers or mono-unmerged */
     bool waits;            /* mono: completion-counter waits instead of grid barriers */
     bool unmerged;         /* mono-unmerged: a stage per group (no barrier merging) */
     int n_waits;           /* mono with waits: counters waited on, after the transitive reduction */
@@ -312,6 +312,16 @@ typedef struct program {
 static const char *schedule_name(const program *pr)
 {
     return !pr->mono ? "kernels" : pr->waits ? "mono" : pr->unmerged ? "mono-unmerged" : "mono-barriers";
+}
+
+/* Appends the mono counts: "114 groups in 1 kernel (1 persistent), 88 grid
+ * barriers (113 before merging)[, replaced by waits on N completion counters]". */
+static void mono_counts(const program *pr, base_str *s)
+{
+    base_str_printf(s, "%d group%s in %d kernel%s (%d persistent), %d grid barriers (%d before merging)", pr->groups,
+                    pr->groups == 1 ? "" : "s", pr->kernels, pr->kernels == 1 ? "" : "s", pr->persistent,
+                    pr->barriers_after, pr->barriers_before);
+    if (pr->waits) base_str_printf(s, ", replaced by waits on %d completion counters", pr->n_waits);
 }
 
 static kiln_status add_launch(cg_emitter *e, program *pr, int segment, const cg_op *op, int id, const char *label,
@@ -408,38 +418,12 @@ typedef struct batch {
     int n, cap;
 } batch;
 
-/* Whether values a and b may share bytes (a conservative test: float32 sizes). */
-static bool may_overlap(const cg_emitter *e, const ir_value *a, const ir_value *b)
-{
-    const sched_place *pa = &e->p->place[a->id], *pb = &e->p->place[b->id];
-    if (pa->loc != pb->loc || pa->loc == SCHED_LOC_WEIGHTS || pa->loc == SCHED_LOC_INPUT || pa->loc == SCHED_LOC_NONE)
-        return false;
-    if (pa->loc == SCHED_LOC_OUTPUT) return pa->offset == pb->offset;
-    return pa->offset < pb->offset + b->t.nbytes && pb->offset < pa->offset + a->t.nbytes;
-}
-
-static bool touches(const cg_emitter *e, ir_value *const *vs, int n, const ir_value *v)
-{
-    for (int i = 0; i < n; i++)
-        if (vs[i] && may_overlap(e, vs[i], v)) return true;
-    return false;
-}
-
-/* Whether grp, after m, must wait for it. */
-static bool depends(const cg_emitter *e, const sched_group *m, const sched_group *grp)
-{
-    for (int i = 0; i < grp->n_in; i++)
-        if (grp->in[i] && touches(e, m->out, m->n_out, grp->in[i])) return true;
-    for (int i = 0; i < grp->n_out; i++)
-        if (touches(e, m->out, m->n_out, grp->out[i]) || touches(e, m->in, m->n_in, grp->out[i])) return true;
-    return false;
-}
-
 static int stage_for(const cg_emitter *e, const batch *b, const sched_group *grp, const cg_op *op)
 {
     int s = 0;
     for (int k = 0; k < b->n; k++)
-        if ((op->splitk && b->m[k].op.splitk) || depends(e, b->m[k].grp, grp)) s = KILN_MAX(s, b->m[k].stage + 1);
+        if ((op->splitk && b->m[k].op.splitk) || sched_group_depends(e->g, e->p, b->m[k].grp, grp))
+            s = KILN_MAX(s, b->m[k].stage + 1);
     return s;
 }
 
@@ -483,7 +467,8 @@ static kiln_status plan_waits(cg_emitter *e, const batch *b, waits *w)
         w->at[k] = used;
         for (int j = k - 1; j >= 0 && !oom; j--) {
             if (rk[j / 64] >> (j % 64) & 1u) continue;
-            if (!(b->m[j].op.splitk && b->m[k].op.splitk) && !depends(e, b->m[j].grp, b->m[k].grp)) continue;
+            bool shared_ws = b->m[j].op.splitk && b->m[k].op.splitk;
+            if (!shared_ws && !sched_group_depends(e->g, e->p, b->m[j].grp, b->m[k].grp)) continue;
             if (used == cap) {
                 int *more = base_realloc(w->dep, (size_t)cap * 2 * sizeof(int));
                 oom = !more;
@@ -512,16 +497,14 @@ static void list_batch(program *pr, const batch *b, const waits *w, const cg_op 
     base_str *l = &pr->listing;
     base_str_printf(l, "launch %d: kernel k_%d, %d thread%s a block, %d bytes of shared memory", launch,
                     b->m[0].grp->id, all->block, all->block == 1 ? "" : "s", all->smem_bytes);
-    if (stages > 1 && w)
-        base_str_printf(l, "; persistent (grid: the blocks resident at once, built for %d a multiprocessor), "
-                           "%d stages, waits on %d completion counters instead of %d grid barriers (%d before merging)\n",
-                        pr->blocks_per_sm, stages, w->at[b->n], stages - 1, b->n - 1);
-    else if (stages > 1)
-        base_str_printf(l, "; persistent (grid: the blocks resident at once, built for %d a multiprocessor), "
-                           "%d stages, %d grid barriers (%d before merging)\n",
-                        pr->blocks_per_sm, stages, stages - 1, b->n - 1);
-    else
+    if (stages == 1) {
         base_str_printf(l, "; grid %lld\n", (long long)all->n_rtasks);
+    } else {
+        base_str_printf(l, "; persistent (grid: the blocks resident at once, built for %d a multiprocessor), %d stages, ",
+                        pr->blocks_per_sm, stages);
+        if (w) base_str_printf(l, "waits on %d completion counters instead of ", w->at[b->n]);
+        base_str_printf(l, "%d grid barriers (%d before merging)\n", stages - 1, b->n - 1);
+    }
     for (int st = 0; st < stages; st++) {
         if (stages > 1) base_str_printf(l, "  stage %d%s\n", st, st + 1 < stages && !w ? " (then a grid barrier)" : "");
         for (int k = 0; k < b->n; k++) {
@@ -566,7 +549,8 @@ static void member_call(base_str *s, const batch *b, const waits *w, int k, int6
 }
 
 /* The batch's kernel k_<first member>: each stage a loop over its members'
- * rTasks, the stages separated by grid barriers. */
+ * rTasks, the stages separated by grid barriers or, with waits, each rTask
+ * preceded by its wait on the counters of the members it depends on. */
 static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
 {
     if (b->n == 0) return KILN_OK;
@@ -653,8 +637,7 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
 static kiln_status add_member(cg_emitter *e, program *pr, batch *b, const sched_group *grp, const cg_op *op)
 {
     bool fits = b->n == 0 || op->block == b->m[0].op.block;
-    int stage = fits && b->n ? stage_for(e, b, grp, op) : 0;
-    if (fits && b->n && pr->unmerged) stage = b->m[b->n - 1].stage + 1;
+    int stage = !fits || !b->n ? 0 : pr->unmerged ? b->m[b->n - 1].stage + 1 : stage_for(e, b, grp, op);
     if (!pr->mono && (stage > 0 || b->n == WAVE_MAX)) fits = false;
     if (!fits) {
         KILN_TRY(flush_batch(e, pr, b));
@@ -758,11 +741,10 @@ static kiln_status make_listing(const cg_emitter *e, const program *pr, target_o
     base_str_printf(&l, "rProgram (--schedule=%s, precision %s, for %s sm_%d%d with %d multiprocessors): %d launch%s",
                     schedule_name(pr), rt_gprec_name(e->prec), e->gpu.present ? "this" : "an assumed",
                     e->gpu.sm_major, e->gpu.sm_minor, e->gpu.n_sms, pr->n, pr->n == 1 ? "" : "es");
-    if (pr->mono)
-        base_str_printf(&l, "; %d group%s in %d kernel%s (%d persistent), %d grid barriers (%d before merging)",
-                        pr->groups, pr->groups == 1 ? "" : "s", pr->kernels, pr->kernels == 1 ? "" : "s",
-                        pr->persistent, pr->barriers_after, pr->barriers_before);
-    if (pr->waits) base_str_printf(&l, ", replaced by waits on %d completion counters", pr->n_waits);
+    if (pr->mono) {
+        base_str_cat(&l, "; ");
+        mono_counts(pr, &l);
+    }
     base_str_printf(&l, "\n%s", base_str_get(&pr->listing));
     size_t n = l.len + 1;
     out->listing = l.oom ? NULL : base_malloc(n);
@@ -852,13 +834,12 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     if (st == KILN_OK && (e.code.oom || pr.sites.oom || pr.listing.oom))
         st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
     if (st == KILN_OK && pr.mono) {
-        char line[160];
-        int n = snprintf(line, sizeof(line), "mono: %d group%s in %d kernel%s (%d persistent); %d grid barriers, %d before merging",
-                         pr.groups, pr.groups == 1 ? "" : "s", pr.kernels, pr.kernels == 1 ? "" : "s", pr.persistent,
-                         pr.barriers_after, pr.barriers_before);
-        if (pr.waits && n > 0 && n < (int)sizeof(line))
-            snprintf(line + n, sizeof(line) - (size_t)n, "; replaced by waits on %d completion counters", pr.n_waits);
-        progress(o, line);
+        base_str line;
+        base_str_init(&line);
+        base_str_cat(&line, "mono: ");
+        mono_counts(&pr, &line);
+        if (!line.oom) progress(o, base_str_get(&line));
+        base_str_free(&line);
     }
     if (st == KILN_OK) {
         base_str_printf(&src,
@@ -866,9 +847,11 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
                         " * %d launches; arena %llu bytes; weights %llu bytes.\n",
                         KILN_VERSION, schedule_name(&pr), rt_gprec_name(e.prec), pr.n,
                         (unsigned long long)p->arena_bytes, (unsigned long long)p->weight_bytes);
-        if (pr.mono)
-            base_str_printf(&src, " * %d groups in %d kernels, %d persistent; %d grid barriers (%d before merging).\n",
-                            pr.groups, pr.kernels, pr.persistent, pr.barriers_after, pr.barriers_before);
+        if (pr.mono) {
+            base_str_cat(&src, " * ");
+            mono_counts(&pr, &src);
+            base_str_cat(&src, ".\n");
+        }
         base_str_cat(&src, " */\n");
         st = cg_prelude(&e, &src);
         base_str_printf(&src, "/* ---- where each group runs (launch indices for faults) ---- */\n%s\n",
