@@ -187,7 +187,7 @@ static const char bench_help[] =
     "USAGE\n"
     "  kiln bench MODEL|ARTIFACT [--target c|cuda] [--precision P] [--schedule S] [--tune]\n"
     "             [--threads N] [--warmup N] [--iterations N]\n"
-    "             [--shape NAME=D0xD1x...]... [--json] [--profile]\n"
+    "             [--shape NAME=D0xD1x...]... [--json] [--profile] [--profile-top N]\n"
     "\n"
     "Times runs of a compiled model on random inputs: compile time (for a MODEL),\n"
     "first-run time, then min / median / p90 / p99 latency over the timed\n"
@@ -202,6 +202,7 @@ static const char bench_help[] =
     "  --iterations N   timed runs (default 50)\n"
     "  --json           one JSON object instead of text\n"
     "  --profile        then the stages that take the most time (per run)\n"
+    "  --profile-top N  how many of them --profile lists (default 25; 0: every stage)\n"
     "\n";
 
 static const char verify_help[] =
@@ -524,6 +525,7 @@ typedef struct cli_args {
     bool quiet, check, json, profile, tune;
     uint64_t seed;
     int threads, warmup, iterations;
+    int profile_top; /* stages --profile lists; 0: all */
 } cli_args;
 
 /* Parses the options the commands share; returns -1 to go on, else an exit code. */
@@ -532,6 +534,7 @@ static int parse_args(const char *cmd, int argc, char **argv, cli_args *a)
     memset(a, 0, sizeof(*a));
     a->warmup = 5;
     a->iterations = 50;
+    a->profile_top = 25;
     for (int i = 0; i < argc; i++) {
         const char *x = argv[i];
         bool has_val = i + 1 < argc;
@@ -568,7 +571,13 @@ static int parse_args(const char *cmd, int argc, char **argv, cli_args *a)
         else if (strcmp(x, "--check") == 0) a->check = true;
         else if (strcmp(x, "--json") == 0) a->json = true;
         else if (strcmp(x, "--profile") == 0) a->profile = true;
-        else if (x[0] == '-') return usage_error(cmd, "unknown option or missing value '%s'", x);
+        else if (strcmp(x, "--profile-top") == 0 && has_val) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || end == argv[i] || v < 0 || v > 1000000) return usage_error(cmd, "bad --profile-top '%s'", argv[i]);
+            a->profile = true;
+            a->profile_top = (int)v;
+        } else if (x[0] == '-') return usage_error(cmd, "unknown option or missing value '%s'", x);
         else if (!a->path) a->path = x;
         else return usage_error(cmd, "unexpected argument '%s'", x);
     }
@@ -1019,9 +1028,10 @@ static void print_profile(kiln_rt_model *rm, const cli_args *a, ir_tensor *ins, 
     }
     kiln_rt_set_profiling(rm, 0);
     qsort(t, (size_t)n, sizeof(*t), by_time_desc);
-    printf("  profile      %d stages, %.3f ms per run as the calling thread sees it; the most expensive:\n", n,
-           total * 1e3);
-    for (int k = 0; k < n && k < 25; k++) {
+    int top = a->profile_top > 0 && a->profile_top < n ? a->profile_top : n;
+    printf("  profile      %d stages, %.3f ms per run as the calling thread sees it; %s:\n", n, total * 1e3,
+           top == n ? "every stage, the most expensive first" : "the most expensive");
+    for (int k = 0; k < top; k++) {
         const char *name;
         int tasks;
         kiln_rt_stage_profile(rm, t[k].stage, &name, &tasks, NULL, NULL);

@@ -516,9 +516,33 @@ static bool broadcasts_into(const ir_tensor *m, const ir_tensor *t)
     return true;
 }
 
+/* Whether the probabilities p (a Softmax output) are read only by
+ * Where(IsNaN(p), 0, p), the NaN guard PyTorch exports after a masked
+ * softmax: *isnan and *where are its two nodes. */
+static bool nan_guard(const ir_graph *g, const ir_value *p, ir_node **isnan_node, ir_node **where)
+{
+    if (p->is_output || p->n_uses != 2) return false;
+    ir_node *isn = NULL, *wh = NULL;
+    for (int i = 0; i < g->n_nodes; i++) {
+        ir_node *n = g->nodes[i];
+        if (n->op == KILN_OP_IS_NAN && n->n_in == 1 && n->in[0] == p) isn = n;
+        else if (n->op == KILN_OP_WHERE && n->n_in == 3 && n->in[2] == p && n->in[0] != p && n->in[1] != p) wh = n;
+    }
+    double zero;
+    if (!isn || !wh || isn->n_out != 1 || !isn->out[0] || sole_consumer(g, isn->out[0]) != wh ||
+        wh->in[0] != isn->out[0] || !is_const_scalar(wh->in[1], &zero) || zero != 0.0 || wh->n_out != 1 ||
+        !wh->out[0] || !wh->out[0]->shape_known || wh->out[0]->t.dtype != p->t.dtype ||
+        !ir_same_shape(&wh->out[0]->t, &p->t))
+        return false;
+    *isnan_node = isn;
+    *where = wh;
+    return true;
+}
+
 /* Attention around Softmax `sm`: MatMul(q, kt) [scalar Mul/Div]*
- * [Add(mask)] -> sm -> MatMul(., v) [-> Transpose], every intermediate
- * read once. */
+ * [Add(mask)] -> sm [-> Where(IsNaN(.), 0, .)] -> MatMul(., v)
+ * [-> Transpose], every intermediate read once (the probabilities twice,
+ * by the guard). */
 static bool match_attention(const ir_graph *g, ir_node *sm, pattern *pt, pass_attention *at)
 {
     memset(pt, 0, sizeof(*pt));
@@ -530,9 +554,14 @@ static bool match_attention(const ir_graph *g, ir_node *sm, pattern *pt, pass_at
     int r = v->t.rank;
     int64_t axis = ir_node_attr_int(sm, "axis", sm->opset < 13 ? 1 : -1);
     if (r < 2 || r > 4 || !is_float_dtype(v->t.dtype) || (axis < 0 ? axis + r : axis) != r - 1) return false;
-    ir_node *mm2 = sm->n_out == 1 && sm->out[0] ? sole_consumer(g, sm->out[0]) : NULL;
-    if (!mm2 || mm2->op != KILN_OP_MAT_MUL || mm2->in[0] != sm->out[0] || mm2->in[1] == sm->out[0]) return false;
-    if (!pattern_take(pt, sm) || !pattern_take(pt, mm2)) return false;
+    if (sm->n_out != 1 || !sm->out[0]) return false;
+    ir_node *mm2 = sole_consumer(g, sm->out[0]), *isn = NULL, *wh = NULL;
+    if (!mm2 && nan_guard(g, sm->out[0], &isn, &wh)) mm2 = sole_consumer(g, wh->out[0]);
+    const ir_value *probs = wh ? wh->out[0] : sm->out[0];
+    if (!mm2 || mm2->op != KILN_OP_MAT_MUL || mm2->in[0] != probs || mm2->in[1] == probs) return false;
+    if (!pattern_take(pt, sm) || (wh && (!pattern_take(pt, isn) || !pattern_take(pt, wh))) || !pattern_take(pt, mm2))
+        return false;
+    at->nan_to_zero = wh != NULL;
 
     ir_node *user = sm, *p = sole_producer(g, v, sm);
     ir_value *in;

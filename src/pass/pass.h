@@ -91,6 +91,11 @@ typedef struct pass_attention {
     const ir_value *out;
     bool out_transposed;
     int out_perm[IR_MAX_RANK];  /* identity when !out_transposed */
+    /* The probabilities pass through Where(IsNaN(p), 0, p) before the second
+     * MatMul (PyTorch's exports of masked attention): a row whose softmax is
+     * NaN (all keys -inf, or a NaN or +inf score: then every element of the
+     * row is NaN) contributes zeros instead. */
+    bool nan_to_zero;
 } pass_attention;
 
 kiln_status pass_group_attention(const sched_group *grp, pass_attention *at, base_diag *d);

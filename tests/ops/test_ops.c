@@ -1125,6 +1125,55 @@ static void b_attention_transposed(tc *c)
     }
 }
 
+/* Attention as PyTorch exports transformers' BERT: q, k and v stored
+ * [B, S, H, D] and transposed in (k to [B, H, D, S]), q and k^T each
+ * scaled by a Mul, an additive mask [B, 1, Sq, Sk], then the NaN guard
+ * Where(IsNaN(p), 0, p) on the probabilities. Variant 1 masks one query
+ * row entirely (its softmax is NaN, its output 0); variant 2 puts a NaN
+ * into q and +inf into the mask; variant 3 has no mask. One group where the
+ * target fuses attention. */
+static void b_attention_nan_guard(tc *c)
+{
+    bool mask = c->variant != 3;
+    int64_t B = rdim(c, 1, 2), H = rdim(c, 1, 3), Sq = rdim(c, 2, 40), Sk = rdim(c, 1, 70);
+    int64_t D = 16 * rint_(c, 1, 4);
+    ir_tensor *q = tc_input(c, "q", KILN_F32, 4, (int64_t[]){B, Sq, H, D}, G_NORMAL);
+    tc_input(c, "k", KILN_F32, 4, (int64_t[]){B, Sk, H, D}, G_NORMAL);
+    tc_input(c, "v", KILN_F32, 4, (int64_t[]){B, Sk, H, D}, G_NORMAL);
+    ais(c, tc_node(c, "Transpose", "q", "qt"), "perm", 4, (int64_t[]){0, 2, 1, 3});
+    ais(c, tc_node(c, "Transpose", "k", "kt"), "perm", 4, (int64_t[]){0, 2, 3, 1});
+    ais(c, tc_node(c, "Transpose", "v", "vt"), "perm", 4, (int64_t[]){0, 2, 1, 3});
+    double s = 1.0 / sqrt(sqrt((double)D));
+    tc_scalar(c, "sq", KILN_F32, s);
+    tc_scalar(c, "sk", KILN_F32, s);
+    tc_node(c, "Mul", "qt,sq", "qs");
+    tc_node(c, "Mul", "kt,sk", "ks");
+    tc_node(c, "MatMul", "qs,ks", "sc");
+    if (mask) {
+        ir_tensor *m = tc_input(c, "mask", KILN_F32, 4, (int64_t[]){B, 1, Sq, Sk}, G_NORMAL);
+        for (int64_t i = 0; i < ir_numel(m); i++)
+            if (rint_(c, 0, 3) == 0) ir_set_f64(m, i, -INFINITY);
+        int64_t row = rint_(c, 0, B * Sq - 1);
+        if (c->variant == 1)
+            for (int64_t k = 0; k < Sk; k++) ir_set_f64(m, row * Sk + k, -INFINITY);
+        if (c->variant == 2) {
+            ir_set_f64(m, row * Sk + rint_(c, 0, Sk - 1), INFINITY);
+            ir_set_f64(q, rint_(c, 0, ir_numel(q) - 1), NAN);
+        }
+        tc_node(c, "Add", "sc,mask", "sm");
+    }
+    ai(c, tc_node(c, "Softmax", mask ? "sm" : "sc", "p"), "axis", -1);
+    tc_node(c, "IsNaN", "p", "isnan");
+    tc_scalar(c, "zero", KILN_F32, 0.0);
+    tc_node(c, "Where", "isnan,zero,p", "pg");
+    tc_node(c, "MatMul", "pg,vt", "o");
+    ais(c, tc_node(c, "Transpose", "o", "y"), "perm", 4, (int64_t[]){0, 2, 1, 3});
+    tc_note(c, "%s", (const char *[]){"mask", "a fully masked row", "NaN in q, +inf in the mask", "no mask"}[c->variant & 3]);
+    tc_out(c, "y");
+    c->want_patterns = PASS_PATTERN_ATTENTION;
+    c->want_groups = 1;
+}
+
 /* Attention-style MatMul(A, B fed) -> scale (Mul or Div by a constant) ->
  * Add(residual) -> activation. */
 static void b_matmul_scale_res(tc *c)
@@ -2618,6 +2667,7 @@ static const op_case case_table[] = {
     CASE("MatMul+Add+Gelu", b_matmul_gelu),
     CASE("MatMul+Add+GELU/erf_epilogue", b_matmul_gelu_erf),
     CASE("Attention/transposed_output", b_attention_transposed),
+    CASE("Attention/nan_guard", b_attention_nan_guard),
     CASE("MatMul+scale+residual+act", b_matmul_scale_res),
     CASE("Gemm", b_gemm),
     CASE("Gemm+act", b_gemm_act),

@@ -200,9 +200,10 @@ static kiln_status emit_with(cg_emitter *e, const sched_group *grp, const att_pr
     KILN_TRY(cg_need(e, "kg_attention.cuh"));
     cg_comment(s, grp);
     base_str_printf(s,
-                    "/* softmax(%g q k^T%s) v%s: %lld x %lld heads, %lld queries x %lld keys, d %lld, dv %lld;\n"
+                    "/* softmax(%g q k^T%s)%s v%s: %lld x %lld heads, %lld queries x %lld keys, d %lld, dv %lld;\n"
                     " * %s, %d warp%s (%d query rows) per rTask%s */\n",
-                    at->scale, at->mask ? " + mask" : "", at->out_transposed ? ", transposed" : "",
+                    at->scale, at->mask ? " + mask" : "", at->nan_to_zero ? " (NaN rows as 0)" : "",
+                    at->out_transposed ? ", transposed" : "",
                     (long long)pb->batch, (long long)pb->heads, (long long)pb->sq, (long long)pb->sk,
                     (long long)pb->d, (long long)pb->dv,
                     pb->mma ? "kg_att_mma (tensor cores)" : "kg_att_simt (fp32)", warps, warps > 1 ? "s" : "",
@@ -226,7 +227,8 @@ static kiln_status emit_with(cg_emitter *e, const sched_group *grp, const att_pr
     view_fields(s, 'v', &pb->v);
     view_fields(s, 'm', &pb->m);
     view_fields(s, 'o', &pb->o);
-    base_str_printf(s, "    p.warps = %d;\n    p.k_rows = %d;\n    %s(&p, t);\n}\n\n", warps, pb->k_rows,
+    base_str_printf(s, "    p.warps = %d;\n    p.k_rows = %d;\n    p.nan_zero = %d;\n    %s(&p, t);\n}\n\n", warps,
+                    pb->k_rows, at->nan_to_zero ? 1 : 0,
                     pb->mma ? "kg_att_mma_rtask" : "kg_att_simt_rtask");
     *op = (cg_op){.n_rtasks = pb->batch * pb->heads * n_qt, .block = 32 * warps,
                   .smem_bytes = (int)smem_bytes(pb, warps)};

@@ -54,7 +54,22 @@ typedef struct kg_att {
     kg_i64 o_b, o_h, o_s, o_d;    /* o[b][h][query][dv] */
     int warps;                    /* warps per block (blockDim.x / 32) */
     int k_rows;                   /* mma: 1 when k_d == 1 ([key][d]), 0 when k_s == 1 ([d][key]) */
+    int nan_zero;                 /* 1: a row whose softmax is NaN writes zeros (pass_attention.nan_to_zero) */
 } kg_att;
+
+/* 1 / l for a row's sum of exponentials l; with nan_zero, 0 where the row's
+ * softmax is NaN (every key -inf: l is 0; a NaN or +inf score: l is NaN),
+ * for kg_att_out to write zeros there. */
+static __device__ __forceinline__ float kg_att_inv(float l, int nan_zero)
+{
+    return nan_zero && !(l > 0.0f && l < 3.0e38f) ? 0.0f : 1.0f / l;
+}
+
+/* o * inv for kg_att_inv's inv: 0 when inv is (o may be NaN there). */
+static __device__ __forceinline__ float kg_att_out(float o, float inv, int nan_zero)
+{
+    return nan_zero && inv == 0.0f ? 0.0f : o * inv;
+}
 
 #define KG_ATT_BC 64      /* keys per tile, mma */
 #define KG_ATT_MAXD 128   /* largest head dim of the mma kernel */
@@ -308,13 +323,14 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    float i0 = 1.0f / l0, i1 = 1.0f / l1;
+    float i0 = kg_att_inv(l0, p->nan_zero), i1 = kg_att_inv(l1, p->nan_zero);
     char *o = (char *)p->o + (b * p->o_b + h * p->o_h) * (p->to == KG_ST_F32 ? 4 : 2);
 #pragma unroll
     for (int n = 0; n < KG_ATT_MAXD / 8; n++) {
         if (8 * n >= p->dv) break;
         int dv = 8 * n + 2 * c4;
-        float va[2] = {of[n][0] * i0, of[n][1] * i0}, vb[2] = {of[n][2] * i1, of[n][3] * i1};
+        float va[2] = {kg_att_out(of[n][0], i0, p->nan_zero), kg_att_out(of[n][1], i0, p->nan_zero)};
+        float vb[2] = {kg_att_out(of[n][2], i1, p->nan_zero), kg_att_out(of[n][3], i1, p->nan_zero)};
         if (p->o_d == 1) {
             if (qa < p->sq) kg_st_n(o, (kg_i64)qa * p->o_s + dv, p->to, 2, va);
             if (qb < p->sq) kg_st_n(o, (kg_i64)qb * p->o_s + dv, p->to, 2, vb);
@@ -414,13 +430,13 @@ static __device__ __forceinline__ void kg_att_simt_rtask(const kg_att *p, int t)
     const kg_i64 oo = b * p->o_b + h * p->o_h;
 #pragma unroll
     for (int r = 0; r < KG_ATT_SR; r++) {
-        float inv = 1.0f / kg_warp_sum(l[r]);
+        float inv = kg_att_inv(kg_warp_sum(l[r]), p->nan_zero);
         int q = q0 + KG_ATT_SR * warp + r;
 #pragma unroll
         for (int uu = 0; uu < KG_ATT_MAXU; uu++) {
             int c = lane + 32 * uu;
             if (32 * uu >= p->dv) break;
-            float x = o[r][uu] * inv;
+            float x = kg_att_out(o[r][uu], inv, p->nan_zero);
             if (q < p->sq && c < p->dv) kg_st_n(p->o, oo + (kg_i64)q * p->o_s + (kg_i64)c * p->o_d, p->to, 1, &x);
         }
     }
