@@ -154,4 +154,4 @@ fuzz:
 clean:
 	rm -rf build build-asan build-ubsan build-fuzz
 
--include $(OBJ:.o=.d) $(wildcard $(BUILD)/obj/tests/*/*.d $(BUILD)/obj/tools/*.d)
+-include $(OBJ:.o=.d) $(wildcard $(BUILD)/obj/tests/*/*.d $(BUILD)/obj/tools/*.d $(BUILD)/obj/bench/*.d)
