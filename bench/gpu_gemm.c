@@ -158,10 +158,21 @@ static layout layout_of(const shape *s)
     return l;
 }
 
+/* kg_gemm_wgt's operands for one batch: A and B at their layout_of offsets
+ * in the one buffer, which stands for the arena. */
+static void problem_tma(const shape *s, gemm_problem *g)
+{
+    layout l = layout_of(s);
+    g->tma = g->tc && s->batch == 1 && s->m > 0 && s->n > 0 && s->k > 0;
+    g->off_a = l.a;
+    g->off_b = l.b;
+}
+
 /* One CUDA file with every candidate of s: op_i and kernel k_i. */
 static bool min_blocks2; /* --min-blocks2: __launch_bounds__(threads, 2) where two blocks fit by shared memory */
 
-static char *source_of(const shape *s, const gemm_problem *g, const gemm_cfg *cands, int n)
+static char *source_of(const shape *s, const gemm_problem *g, const gemm_cfg *cands, int n, rt_gtmap *tmaps,
+                       int *n_tmaps)
 {
     base_str src;
     base_str_init(&src);
@@ -191,13 +202,22 @@ static char *source_of(const shape *s, const gemm_problem *g, const gemm_cfg *ca
                         "%lldLL, oc = (kg_i64)b * %lldLL;\n",
                         (long long)tiles, (long long)tiles, (long long)(s->m * s->k), (long long)(s->k * s->n),
                         (long long)(s->m * s->n));
-        emit_call(&src, g, &cands[i], pa, pb, pc, s->bias_gelu ? pbias : NULL, NULL);
-        int min_blocks = min_blocks2 && cfg_smem(&cands[i]) <= 113 * 1024 ? 2 : 1;
+        int ta = -1, tb = -1;
+        if (cands[i].kind == GEMM_WGT) {
+            ta = (*n_tmaps)++;
+            tb = (*n_tmaps)++;
+            gemm_tmaps(g, &cands[i], &tmaps[ta], &tmaps[tb]);
+        }
+        emit_call(&src, g, &cands[i], pa, pb, pc, s->bias_gelu ? pbias : NULL, NULL, ta, tb);
+        /* two blocks: half the shared memory, and 128 registers a thread at 256 threads (bn/2 accumulators) */
+        bool two = cfg_smem(&cands[i]) <= 113 * 1024 && (cfg_threads(&cands[i]) <= 128 || cands[i].bn <= 128);
+        int min_blocks = min_blocks2 && two ? 2 : 1;
         base_str_printf(&src,
                         "extern \"C\" __global__ void __launch_bounds__(%d, %d) k_%d(const kiln_gctx *c)\n{\n"
                         "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, t);\n}\n\n",
                         cfg_threads(&cands[i]), min_blocks, i, (long long)cfg_rtasks(g, &cands[i]), i);
     }
+    if (*n_tmaps) base_str_printf(&src, "__device__ kg_tmap kg_tmaps[%d];\n", *n_tmaps);
     char *out = src.oom ? NULL : strdup(base_str_get(&src));
     base_str_free(&src);
     return out;
@@ -210,6 +230,8 @@ typedef struct job {
     gemm_problem g;
     gemm_cfg cands[MAX_CANDS];
     int n_cands, heuristic;
+    rt_gtmap tmaps[2 * MAX_CANDS]; /* two per kg_gemm_wgt candidate */
+    int n_tmaps;
     char *src;
     void *cubin;
     size_t cubin_bytes;
@@ -358,6 +380,7 @@ static void cfg_name(const gemm_cfg *c, char *buf, size_t n)
 {
     if (c->kind == GEMM_SIMT) snprintf(buf, n, "simt %dx%d", c->bm, c->bn);
     else if (c->kind == GEMM_WG) snprintf(buf, n, "wg %dx%dx%d st%d", c->bm, c->bn, c->bk, c->stages);
+    else if (c->kind == GEMM_WGT) snprintf(buf, n, "wgt %dx%dx64 st%d", c->bm, c->bn, c->stages);
     else
     {
         int len = snprintf(buf, n, "tc %dx%dx%d w%dx%d ks%d st%d", c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->stages);
@@ -423,6 +446,7 @@ static void run_shape(device *dv, job *j, bool heuristic_only, FILE *csv, base_d
         if (st == KILN_OK) st = KILN_CU_CHECK(d, dv->cu->cuMemsetD8(gctx + 32, 0, 8));
     }
     if (st == KILN_OK) st = rt_cuda_module_load(j->cubin, j->cubin_bytes, &mod, d);
+    if (st == KILN_OK) st = rt_cuda_fill_tmaps(mod, j->tmaps, j->n_tmaps, buf, l.total, buf, l.total, d);
     if (st != KILN_OK) {
         printf("FAIL %s: %s\n", s->name, base_diag_text(d));
         base_diag_clear(d);
@@ -579,9 +603,10 @@ int main(int argc, char **argv)
         memset(j, 0, sizeof(*j));
         j->s = s;
         problem_of(s, &j->g);
+        problem_tma(s, &j->g);
         j->n_cands = gemm_candidates(&j->g, &dv_gpu, j->cands);
         j->heuristic = gemm_heuristic(&j->g, j->cands, j->n_cands, &dv_gpu);
-        j->src = source_of(s, &j->g, j->cands, j->n_cands);
+        j->src = source_of(s, &j->g, j->cands, j->n_cands, j->tmaps, &j->n_tmaps);
     }
     pool p = {.jobs = jobs, .n = n_jobs, .sm_major = info.sm_major, .sm_minor = info.sm_minor};
     pthread_mutex_init(&p.lock, NULL);

@@ -9,6 +9,7 @@
  * each driver error into a kiln_status through KILN_CU_CHECK.
  */
 #include "runtime/cuda.h"
+#include "runtime/gprog.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -38,6 +39,8 @@ static const struct {
     ENTRY(cuModuleLoadData, "cuModuleLoadData"),
     ENTRY(cuModuleUnload, "cuModuleUnload"),
     ENTRY(cuModuleGetFunction, "cuModuleGetFunction"),
+    ENTRY(cuModuleGetGlobal, "cuModuleGetGlobal_v2"),
+    ENTRY(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled"),
     ENTRY(cuFuncSetAttribute, "cuFuncSetAttribute"),
     ENTRY(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor"),
     ENTRY(cuLaunchKernel, "cuLaunchKernel"),
@@ -302,6 +305,46 @@ kiln_status rt_cuda_module_function(CUmodule m, const char *name, CUfunction *ou
     if (r == CUDA_ERROR_NOT_FOUND)
         return base_diag_add(d, KILN_ERR_INVALID_ARG, "the module has no kernel '%s' (is it extern \"C\"?)", name);
     return KILN_CU_CHECK(d, r);
+}
+
+kiln_status rt_cuda_fill_tmaps(CUmodule m, const struct rt_gtmap *maps, int n, CUdeviceptr arena,
+                               unsigned long long arena_bytes, CUdeviceptr weights, unsigned long long weight_bytes,
+                               base_diag *d)
+{
+    KILN_ASSERT(cu != NULL);
+    if (n <= 0) return KILN_OK;
+    CUdeviceptr at = 0;
+    size_t bytes = 0;
+    CUresult r = cu->cuModuleGetGlobal(&at, &bytes, m, "kg_tmaps");
+    if (r == CUDA_ERROR_NOT_FOUND)
+        return base_diag_add(d, KILN_ERR_INVALID_MODEL, "the program has %d tensor maps but its module no kg_tmaps", n);
+    KILN_TRY(KILN_CU_CHECK(d, r));
+    if (bytes != (size_t)n * sizeof(CUtensorMap))
+        return base_diag_add(d, KILN_ERR_INVALID_MODEL, "the module's kg_tmaps has %zu bytes, not %d tensor maps", bytes,
+                             n);
+    CUtensorMap *enc = base_calloc((size_t)n, sizeof(CUtensorMap));
+    if (!enc) return base_diag_add(d, KILN_ERR_OOM, "out of memory for %d tensor maps", n);
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < n && st == KILN_OK; i++) {
+        const rt_gtmap *t = &maps[i];
+        const char *why;
+        if (!rt_gtmap_check(t, t->space ? weight_bytes : arena_bytes, &why)) {
+            st = base_diag_add(d, KILN_ERR_INVALID_MODEL, "tensor map %d: %s", i, why);
+            break;
+        }
+        unsigned long long dims[2] = {t->dim0, t->dim1}, strides[1] = {t->stride1};
+        unsigned box[2] = {t->box0, t->box1}, step[2] = {1, 1};
+        void *base = (void *)(uintptr_t)((t->space ? weights : arena) + t->offset);
+        st = KILN_CU_CHECK(d, cu->cuTensorMapEncodeTiled(
+                                  &enc[i], t->dtype == KILN_GPREC_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                                       : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                                  2, base, dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+    }
+    if (st == KILN_OK) st = KILN_CU_CHECK(d, cu->cuMemcpyHtoD(at, enc, (size_t)n * sizeof(CUtensorMap)));
+    base_free(enc);
+    return st;
 }
 
 kiln_status rt_cuda_function_set_smem(CUfunction fn, int smem_bytes, base_diag *d)

@@ -80,6 +80,17 @@ enum { CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };             /* CUstreamCapture
 enum { CU_MEMHOSTALLOC_DEVICEMAP = 0x02 };                    /* cuMemHostAlloc flags */
 enum { CU_EVENT_DEFAULT = 0 };                                /* cuEventCreate flags */
 
+/* Tensor maps (TMA descriptors, sm_90): CUtensorMap and the enum values kiln
+ * passes to cuTensorMapEncodeTiled. */
+typedef struct CUtensorMap {
+    _Alignas(128) unsigned long long opaque[16];
+} CUtensorMap;
+enum { CU_TENSOR_MAP_DATA_TYPE_FLOAT16 = 6, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 = 9 }; /* CUtensorMapDataType */
+enum { CU_TENSOR_MAP_INTERLEAVE_NONE = 0 };                                        /* CUtensorMapInterleave */
+enum { CU_TENSOR_MAP_SWIZZLE_128B = 3 };                                           /* CUtensorMapSwizzle */
+enum { CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3 };                                   /* CUtensorMapL2promotion */
+enum { CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0 };                                    /* CUtensorMapFloatOOBfill */
+
 /* The entry points kiln uses. Members are named as in the CUDA
  * documentation; the comment gives the exported symbol when it is a
  * versioned one (cuda.h maps the plain name onto it with a #define). */
@@ -100,6 +111,11 @@ typedef struct rt_cuda_api {
     CUresult (*cuModuleLoadData)(CUmodule *mod, const void *image);
     CUresult (*cuModuleUnload)(CUmodule mod);
     CUresult (*cuModuleGetFunction)(CUfunction *fn, CUmodule mod, const char *name);
+    CUresult (*cuModuleGetGlobal)(CUdeviceptr *p, size_t *bytes, CUmodule mod, const char *name); /* _v2 */
+    CUresult (*cuTensorMapEncodeTiled)(CUtensorMap *map, int dtype, unsigned rank, void *address,
+                                       const unsigned long long *dims, const unsigned long long *strides,
+                                       const unsigned *box, const unsigned *element_strides, int interleave,
+                                       int swizzle, int l2_promotion, int oob_fill);
     CUresult (*cuFuncSetAttribute)(CUfunction fn, int attribute, int value);
     CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *n_blocks, CUfunction fn, int block_size,
                                                             size_t dyn_smem_bytes);
@@ -192,6 +208,14 @@ kiln_status rt_cuda_module_load(const void *cubin, size_t n, CUmodule *out, base
 void rt_cuda_module_free(CUmodule m);
 /* The kernel `name` (an extern "C" __global__ function). */
 kiln_status rt_cuda_module_function(CUmodule m, const char *name, CUfunction *out, base_diag *d);
+/* Encodes the program's tensor maps (runtime/gprog.h rt_gtmap) for the
+ * arena and weights at the given device addresses, of the given sizes, and
+ * copies them into the module's kg_tmaps array. Nothing to do when n is 0;
+ * an error when the module lacks the array or its size differs. */
+struct rt_gtmap;
+kiln_status rt_cuda_fill_tmaps(CUmodule m, const struct rt_gtmap *maps, int n, CUdeviceptr arena,
+                               unsigned long long arena_bytes, CUdeviceptr weights, unsigned long long weight_bytes,
+                               base_diag *d);
 /* Lets fn use smem_bytes of dynamic shared memory (needed above 48 KB). */
 kiln_status rt_cuda_function_set_smem(CUfunction fn, int smem_bytes, base_diag *d);
 /* How many blocks of block_size threads and smem_bytes of dynamic shared

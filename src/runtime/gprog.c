@@ -19,6 +19,7 @@
 #define HEADER_BYTES 40
 #define IMAGE_HEADER_BYTES 16
 #define LAUNCH_MIN_BYTES 24 /* segment, grid, block, smem, two empty strings */
+#define TMAP_BYTES 48
 
 const char *rt_gprec_name(kiln_gprec p)
 {
@@ -61,6 +62,8 @@ static bool encoded_size(const rt_gprog *p, size_t *out)
         if (name > UINT32_MAX || label > UINT32_MAX || name + label > SIZE_MAX / 2 - n) return false;
         n += LAUNCH_MIN_BYTES + name + label + pad_to(name + label, 4);
     }
+    if ((size_t)p->n_tmaps > (SIZE_MAX / 2 - n) / TMAP_BYTES) return false;
+    n += 4 + (size_t)p->n_tmaps * TMAP_BYTES;
     *out = n;
     return true;
 }
@@ -69,7 +72,8 @@ kiln_status rt_gprog_encode(const rt_gprog *p, void **buf, size_t *n, base_diag 
 {
     *buf = NULL;
     *n = 0;
-    if (p->n_images < 0 || p->n_launches < 0 || (p->n_images && !p->images) || (p->n_launches && !p->launches))
+    if (p->n_images < 0 || p->n_launches < 0 || p->n_tmaps < 0 || (p->n_images && !p->images) ||
+        (p->n_launches && !p->launches) || (p->n_tmaps && !p->tmaps))
         return base_diag_add(d, KILN_ERR_INVALID_ARG, "cuda program: a count is negative or an array is missing");
     for (int i = 0; i < p->n_images; i++)
         if (p->images[i].bytes && !p->images[i].cubin)
@@ -110,6 +114,20 @@ kiln_status rt_gprog_encode(const rt_gprog *p, void **buf, size_t *n, base_diag 
         put_le(b + pos, nl, 4);
         memcpy(b + pos + 4, label, nl);
         pos += 4 + nl + pad_to(nn + nl, 4);
+    }
+    put_le(b + pos, (uint64_t)p->n_tmaps, 4);
+    pos += 4;
+    for (int i = 0; i < p->n_tmaps; i++) {
+        const rt_gtmap *m = &p->tmaps[i];
+        put_le(b + pos, (uint64_t)m->space, 4);
+        put_le(b + pos + 4, (uint64_t)m->dtype, 4);
+        put_le(b + pos + 8, m->offset, 8);
+        put_le(b + pos + 16, m->dim0, 8);
+        put_le(b + pos + 24, m->dim1, 8);
+        put_le(b + pos + 32, m->stride1, 8);
+        put_le(b + pos + 40, m->box0, 4);
+        put_le(b + pos + 44, m->box1, 4);
+        pos += TMAP_BYTES;
     }
     KILN_ASSERT(pos == total);
     *buf = b;
@@ -268,6 +286,39 @@ static void read_launch(rd *r, rt_gprog *p, int i)
     }
 }
 
+bool rt_gtmap_check(const rt_gtmap *m, uint64_t space_bytes, const char **why)
+{
+    const uint64_t lim = (uint64_t)1 << 40;
+    *why = NULL;
+    if (m->space != 0 && m->space != 1) *why = "its space is neither 0 (the arena) nor 1 (the weights)";
+    else if (m->dtype != KILN_GPREC_FP16 && m->dtype != KILN_GPREC_BF16) *why = "its dtype is not fp16 or bf16";
+    else if (m->dim0 < 1 || m->dim1 < 1 || m->dim0 > lim || m->dim1 > lim) *why = "a dimension is 0 or too large";
+    else if (m->stride1 % 16 || m->stride1 < m->dim0 * 2 || m->stride1 > lim) *why = "its stride is not a multiple of 16 bytes at least a row long";
+    else if (m->offset % 16) *why = "its offset is not 16-byte aligned";
+    else if (m->box0 < 8 || m->box0 > 64 || m->box0 % 8 || m->box1 < 1 || m->box1 > 256)
+        *why = "its box is not 8..64 (a multiple of 8) by 1..256 elements";
+    else if (m->offset > space_bytes || (m->dim1 - 1) * m->stride1 + m->dim0 * 2 > space_bytes - m->offset)
+        *why = "it reaches beyond its space";
+    return *why == NULL;
+}
+
+static void read_tmap(rd *r, rt_gprog *p, int i)
+{
+    rt_gtmap *m = &p->tmaps[i];
+    size_t at = r->pos;
+    m->space = (int)rd_uint(r, 4, "space");
+    m->dtype = (kiln_gprec)rd_uint(r, 4, "dtype");
+    m->offset = rd_uint(r, 8, "offset");
+    m->dim0 = rd_uint(r, 8, "dim0");
+    m->dim1 = rd_uint(r, 8, "dim1");
+    m->stride1 = rd_uint(r, 8, "stride1");
+    m->box0 = (unsigned)rd_uint(r, 4, "box0");
+    m->box1 = (unsigned)rd_uint(r, 4, "box1");
+    const char *why;
+    if (r->st == KILN_OK && !rt_gtmap_check(m, m->space == 0 ? p->arena_bytes : p->weight_bytes, &why))
+        rd_fail(r, "tensor map at byte offset %zu: %s", at, why);
+}
+
 kiln_status rt_gprog_decode(const void *buf, size_t n, rt_gprog *out, base_diag *d)
 {
     memset(out, 0, sizeof(*out));
@@ -312,6 +363,19 @@ kiln_status rt_gprog_decode(const void *buf, size_t n, rt_gprog *out, base_diag 
         read_launch(&r, out, i);
         out->n_launches = i + 1;
         any_kernel |= out->launches[i].segment < 0;
+    }
+    r.where[0] = 0;
+    uint64_t n_tmaps = rd_uint(&r, 4, "n_tmaps");
+    if (r.st != KILN_OK) return r.st;
+    if (n_tmaps > KILN_GPROG_MAX_TMAPS || n_tmaps > (r.n - r.pos) / TMAP_BYTES)
+        return rd_fail(&r, "%llu tensor maps (byte offset %zu) cannot fit: at most %d, each %d bytes",
+                       (unsigned long long)n_tmaps, r.pos - 4, KILN_GPROG_MAX_TMAPS, TMAP_BYTES);
+    out->tmaps = base_arena_alloc(&out->arena, (size_t)(n_tmaps + 1) * sizeof(rt_gtmap));
+    if (!out->tmaps) return base_diag_add(d, KILN_ERR_OOM, "out of memory reading the cuda program's tensor maps");
+    for (int i = 0; i < (int)n_tmaps && r.st == KILN_OK; i++) {
+        snprintf(r.where, sizeof(r.where), "tensor map %d", i);
+        read_tmap(&r, out, i);
+        out->n_tmaps = i + 1;
     }
     r.where[0] = 0;
     if (r.st != KILN_OK) return r.st;

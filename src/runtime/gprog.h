@@ -46,6 +46,18 @@
  *                                 u32 grid, u32 block,
  *                                 u32 smem, u32 name_bytes, name, u32 label_bytes,
  *                                 label, zero padding to 4 bytes}
+ *         u32 n_tmaps, then n_tmaps x {u32 space (0 arena, 1 weights), u32 dtype
+ *                                 (KILN_GPREC_FP16 / _BF16), u64 offset, u64 dim0,
+ *                                 u64 dim1, u64 stride1 (bytes), u32 box0, u32 box1}
+ *
+ * Tensor maps (Hopper's TMA). Kernels that copy tiles with the tensor
+ * memory accelerator (kg_gemm_wgt) read 128-byte CUtensorMap descriptors
+ * from the module's global array kg_tmaps[n_tmaps]. The descriptors hold
+ * device addresses, so the runtime encodes them when it loads the program
+ * (cuTensorMapEncodeTiled: a 2-D tensor of 16-bit floats at `offset` in the
+ * arena or the weights, dim0 contiguous, 128-byte swizzle, zero fill
+ * outside the tensor) and copies them into kg_tmaps. Only the sm_90a image
+ * uses them.
  *
  * A persistent kernel (--schedule=mono*) runs stages whose blocks wait for
  * one another (grid barriers or completion counters), so every block must
@@ -64,12 +76,14 @@
 
 #include "base/base.h"
 
-#define KILN_GPROG_MAGIC "KGPROG1"   /* 8 bytes with the NUL */
+#define KILN_GPROG_MAGIC "KGPROG2"   /* 8 bytes with the NUL */
 #define KILN_GPROG_MAX_IMAGES 16
 #define KILN_GPROG_MAX_LAUNCHES (1 << 20)
 #define KILN_GPROG_MAX_NAME 4096
 #define KILN_GPROG_MAX_BLOCK 1024
 #define KILN_GPROG_MAX_SMEM (228 * 1024)
+#define KILN_GPROG_MAX_TMAPS 65536
+#define KILN_GPROG_TMAP_BYTES 128 /* sizeof(CUtensorMap) */
 
 typedef enum kiln_gprec { KILN_GPREC_FP32 = 0, KILN_GPREC_FP16 = 1, KILN_GPREC_BF16 = 2 } kiln_gprec;
 
@@ -108,6 +122,16 @@ typedef struct rt_glaunch {
     const char *label; /* the group's name */
 } rt_glaunch;
 
+/* One tensor map the program's kernels read (kg_tmaps[i]). */
+typedef struct rt_gtmap {
+    int space;           /* 0: the arena, 1: the weights */
+    kiln_gprec dtype;    /* KILN_GPREC_FP16 or KILN_GPREC_BF16 */
+    uint64_t offset;     /* bytes into the space */
+    uint64_t dim0, dim1; /* elements; dim0 is contiguous */
+    uint64_t stride1;    /* bytes from one dim1 index to the next: a multiple of 16 */
+    unsigned box0, box1; /* the tile one copy moves: box0 * 2 bytes <= 128, box1 <= 256 */
+} rt_gtmap;
+
 typedef struct rt_gprog {
     kiln_gprec precision;
     int n_images;
@@ -116,6 +140,8 @@ typedef struct rt_gprog {
     rt_glaunch *launches;
     unsigned max_smem;
     uint64_t arena_bytes, weight_bytes;
+    int n_tmaps;
+    rt_gtmap *tmaps;
     base_arena arena;  /* owns the arrays and strings (cubins point into the buffer read) */
 } rt_gprog;
 
@@ -134,5 +160,9 @@ void rt_gprog_free(rt_gprog *p);
 const rt_gimage *rt_gprog_pick_image(const rt_gprog *p, int major, int minor);
 
 const char *rt_gprec_name(kiln_gprec p); /* "fp32", "fp16", "bf16" */
+
+/* Whether m is a tensor map the runtime can encode within a space of
+ * space_bytes bytes; else false and why (a phrase). */
+bool rt_gtmap_check(const rt_gtmap *m, uint64_t space_bytes, const char **why);
 
 #endif

@@ -803,6 +803,17 @@ kiln_status rt_gpu_load(const rt_artifact *art, const rt_segment *segs, rt_gpu *
     KILN_TRY(rt_cuda_stream_create(&g->stream, d));
     if (image) KILN_TRY(load_module(g, image, info.n_sms, d));
     KILN_TRY(alloc_device(g, d));
+    /* the tensor maps hold the arena's and weights' addresses; only the
+     * sm_90a image's kernels read them */
+    if (image && image->sm >= 90 && g->prog.n_tmaps) {
+        base_diag sub;
+        base_diag_init(&sub);
+        kiln_status st = rt_cuda_fill_tmaps(g->module, g->prog.tmaps, g->prog.n_tmaps, g->arena, g->a->arena_bytes,
+                                            g->weights, g->a->weight_bytes, &sub);
+        if (st != KILN_OK) st = base_diag_add(d, st, "the artifact's cuda program: %s", base_diag_text(&sub));
+        base_diag_free(&sub);
+        KILN_TRY(st);
+    }
     KILN_TRY(alloc_host_side(g, d));
     /* the cubins pointed into the artifact's buffer, which may go now */
     for (int i = 0; i < g->prog.n_images; i++) g->prog.images[i].cubin = NULL;

@@ -2237,6 +2237,36 @@ static void b_matmul_large(tc *c)
     tc_out(c, "y");
 }
 
+/* Contractions whose operands are computed (in the arena) or constants (in
+ * the weights): on sm_90 the tensor-memory-accelerator template takes them
+ * (model inputs, whose addresses change per run, are not). Extents that
+ * are multiples of 8 but not of the 64-element boxes, so the copies' zero
+ * fill at the edges counts. Variant 0: MatMul(relu(x), W), B n-major;
+ * 1: Gemm transB=1, B k-major; 2: Gemm transA=1, A m-major; 3: MatMul
+ * of two computed values, longer K. */
+static void b_matmul_tma(tc *c)
+{
+    int64_t M = rint_(c, 1, 200), K = 8 * rint_(c, 1, c->variant == 3 ? 80 : 30), N = 8 * rint_(c, 1, 40);
+    bool ta = c->variant == 2, tb = c->variant == 1;
+    tc_input(c, "x", KILN_F32, 2, ta ? (int64_t[]){K, M} : (int64_t[]){M, K}, G_NORMAL);
+    tc_node(c, "Relu", "x", "a");
+    if (c->variant == 3) {
+        tc_input(c, "w", KILN_F32, 2, (int64_t[]){K, N}, G_NORMAL);
+        tc_node(c, "Sigmoid", "w", "b");
+    } else {
+        tc_const(c, "b", KILN_F32, 2, tb ? (int64_t[]){N, K} : (int64_t[]){K, N}, G_NORMAL);
+    }
+    if (c->variant == 1 || c->variant == 2) {
+        Onnx__NodeProto *n = tc_node(c, "Gemm", "a,b", "y");
+        if (ta) ai(c, n, "transA", 1);
+        if (tb) ai(c, n, "transB", 1);
+    } else {
+        tc_node(c, "MatMul", "a,b", "y");
+    }
+    tc_note(c, "%s", (const char *[]){"B n-major", "Gemm transB", "Gemm transA", "both computed"}[c->variant & 3]);
+    tc_out(c, "y");
+}
+
 /* C*R*S beyond 256, K beyond one 132-channel tile, more than 256 pixels. */
 static void b_conv_large(tc *c)
 {
@@ -2674,6 +2704,7 @@ static const op_case case_table[] = {
     FB("Gemm/full_C_or_beta", b_gemm_full_c, 2),
     {"MatMul+act/special_values", b_epilogue_special, "", 0, G_NORMAL, 0, EXPECT_C, 8},
     {"MatMul/large", b_matmul_large, "", 0, G_NORMAL, 0, EXPECT_C, 2},
+    {"MatMul/tma_operands", b_matmul_tma, "", 0, G_NORMAL, 0, EXPECT_C, 4},
     {"Conv/large", b_conv_large, "", 0, G_NORMAL, 0, EXPECT_C, 2},
     /* pooling and row groups */
     CASE("MaxPool", b_maxpool),

@@ -22,12 +22,13 @@ static const uint8_t cubin90a[] = "\177ELF pretend sm_90a code";
 typedef struct sample {
     rt_gimage images[2];
     rt_glaunch launches[4];
+    rt_gtmap tmaps[2];
     rt_gprog prog;
 } sample;
 
 /* Two images; a kernel, a host segment, a kernel with 64 KB of shared
  * memory, a persistent kernel whose name and label pad to 4 bytes
- * differently. */
+ * differently; two tensor maps, in the arena and in the weights. */
 static void sample_init(sample *s)
 {
     memset(s, 0, sizeof(*s));
@@ -39,8 +40,13 @@ static void sample_init(sample *s)
                                   .label = "gemm"};
     s->launches[3] = (rt_glaunch){.segment = -1, .grid = 1, .block = 1024, .name = "k_12345", .label = "",
                                   .persistent = true};
+    s->tmaps[0] = (rt_gtmap){.space = 0, .dtype = KILN_GPREC_FP16, .offset = 1024, .dim0 = 40, .dim1 = 30,
+                             .stride1 = 96, .box0 = 64, .box1 = 128};
+    s->tmaps[1] = (rt_gtmap){.space = 1, .dtype = KILN_GPREC_BF16, .offset = 0, .dim0 = 64, .dim1 = 2,
+                             .stride1 = 128, .box0 = 64, .box1 = 64};
     s->prog = (rt_gprog){.precision = KILN_GPREC_FP16, .n_images = 2, .images = s->images, .n_launches = 4,
-                         .launches = s->launches, .max_smem = 64 * 1024, .arena_bytes = 4096, .weight_bytes = 256};
+                         .launches = s->launches, .max_smem = 64 * 1024, .arena_bytes = 4096, .weight_bytes = 256,
+                         .n_tmaps = 2, .tmaps = s->tmaps};
 }
 
 static uint8_t *encode(const rt_gprog *p, size_t *n)
@@ -130,6 +136,8 @@ UNIT_TEST(gprog_round_trip)
             UNIT_CHECK(strcmp(a->name, b->name) == 0 && strcmp(a->label, b->label) == 0);
         }
     }
+    UNIT_CHECK_EQ_INT(p.n_tmaps, 2);
+    for (int i = 0; i < p.n_tmaps && i < 2; i++) UNIT_CHECK(memcmp(&p.tmaps[i], &s.tmaps[i], sizeof(rt_gtmap)) == 0);
     rt_gprog_free(&p);
     free(buf);
 
@@ -235,6 +243,30 @@ UNIT_TEST(gprog_targeted_corruptions)
     FRESH();
     put(b + 20, 48 * 1024, 4);
     EXPECT_REJECT(b, n, "launch 2: kernel 'k_2': 65536 bytes of shared memory");
+
+    /* tensor maps, the last 2 x 48 bytes */
+    size_t tm = n - 2 * 48;
+    FRESH();
+    put(b + tm - 4, 1000000, 4);
+    EXPECT_REJECT(b, n, "1000000 tensor maps");
+    FRESH();
+    put(b + tm, 2, 4);
+    EXPECT_REJECT(b, n, "tensor map 0: tensor map at byte offset");
+    FRESH();
+    put(b + tm + 4, KILN_GPREC_FP32, 4);
+    EXPECT_REJECT(b, n, "its dtype is not fp16 or bf16");
+    FRESH();
+    put(b + tm + 8, 4096, 8);
+    EXPECT_REJECT(b, n, "it reaches beyond its space");
+    FRESH();
+    put(b + 48 + tm + 24, 3, 8); /* 3 rows of 128 bytes in 256 bytes of weights */
+    EXPECT_REJECT(b, n, "tensor map 1: tensor map at byte offset");
+    FRESH();
+    put(b + tm + 32, 88, 8);
+    EXPECT_REJECT(b, n, "not a multiple of 16 bytes");
+    FRESH();
+    put(b + tm + 40, 72, 4);
+    EXPECT_REJECT(b, n, "its box is not");
 
     /* images */
     FRESH();
@@ -373,6 +405,7 @@ UNIT_TEST(gprog_cuda_artifacts_are_checked_before_the_device)
     sample s;
     sample_init(&s);
     s.prog.weight_bytes = 64 * sizeof(float);
+    s.prog.n_tmaps = 1; /* the one in the arena: the weights' sizes change below */
     s.launches[1] = s.launches[0]; /* no segments: the artifact has none */
 
     s.prog.arena_bytes = 8192;

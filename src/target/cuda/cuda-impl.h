@@ -65,6 +65,8 @@ typedef struct cg_emitter {
     int want_block;
     int need[32];            /* cg_kernel_sources indices the program includes, in order */
     int n_need;
+    rt_gtmap *tmaps;         /* the tensor maps kg_tmaps[] holds (runtime/gprog.h), in order */
+    int n_tmaps, cap_tmaps;
 } cg_emitter;
 
 /* ---- helpers (emit.c) --------------------------------------------------------- */
@@ -99,6 +101,15 @@ const char *cg_act_name(pass_act a);
 const char *cg_float_lit(double v, char *buf, size_t n);
 /* Appends a statement recording fault `code` (KG_FAULT_*) for this launch. */
 void cg_fault_stmt(const cg_emitter *e, base_str *s, const char *code);
+
+/* Appends a tensor map to the program's kg_tmaps; OUT: *index. */
+kiln_status cg_tmap_add(cg_emitter *e, const rt_gtmap *m, int *index);
+/* Where v lives when the runtime can make a tensor map of it: the arena
+ * (space 0) or the weights (1), at *offset; false for model inputs and
+ * outputs, whose addresses change from run to run. */
+bool cg_tmap_space(const cg_emitter *e, const ir_value *v, int *space, uint64_t *offset);
+/* Appends the definition of kg_tmaps (when the program has tensor maps). */
+void cg_tmaps_define(const cg_emitter *e, base_str *s);
 
 /* ---- what compiles, by group kind (emit_*.c) ------------------------------------ */
 

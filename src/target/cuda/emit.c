@@ -96,6 +96,39 @@ const char *cg_ptr(const cg_emitter *e, const ir_value *v, char *buf, size_t n)
     return buf;
 }
 
+kiln_status cg_tmap_add(cg_emitter *e, const rt_gtmap *m, int *index)
+{
+    if (e->n_tmaps == e->cap_tmaps) {
+        int cap = e->cap_tmaps ? 2 * e->cap_tmaps : 16;
+        if (cap > KILN_GPROG_MAX_TMAPS)
+            return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "more than %d tensor maps", KILN_GPROG_MAX_TMAPS);
+        rt_gtmap *grown = base_realloc(e->tmaps, (size_t)cap * sizeof(*grown));
+        if (!grown) return base_diag_add(e->d, KILN_ERR_OOM, "out of memory for tensor maps");
+        e->tmaps = grown;
+        e->cap_tmaps = cap;
+    }
+    e->tmaps[e->n_tmaps] = *m;
+    *index = e->n_tmaps++;
+    return KILN_OK;
+}
+
+bool cg_tmap_space(const cg_emitter *e, const ir_value *v, int *space, uint64_t *offset)
+{
+    const sched_place *pl = &e->p->place[v->id];
+    if (pl->loc != SCHED_LOC_ARENA && pl->loc != SCHED_LOC_WEIGHTS) return false;
+    *space = pl->loc == SCHED_LOC_WEIGHTS;
+    *offset = pl->offset;
+    return true;
+}
+
+void cg_tmaps_define(const cg_emitter *e, base_str *s)
+{
+    if (e->n_tmaps)
+        base_str_printf(s, "\n/* the tensor maps, encoded by the runtime when it loads the program */\n"
+                           "__device__ kg_tmap kg_tmaps[%d];\n",
+                        e->n_tmaps);
+}
+
 const char *cg_load(const cg_emitter *e, const ir_value *v, const char *index, char *buf, size_t n)
 {
     char p[160];
@@ -857,6 +890,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
         base_str_printf(&src, "/* ---- where each group runs (launch indices for faults) ---- */\n%s\n",
                         base_str_get(&pr.sites));
         base_str_cat(&src, base_str_get(&e.code));
+        cg_tmaps_define(&e, &src);
         if (st == KILN_OK && src.oom) st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
     }
     if (st == KILN_OK && o->emit_dir) st = write_source(o->emit_dir, base_str_get(&src), d);
@@ -880,13 +914,15 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
             if (pr.launches[i].smem > max_smem) max_smem = pr.launches[i].smem;
         gp = (rt_gprog){.precision = e.prec, .n_images = (int)KILN_COUNT(images), .images = img,
                         .n_launches = pr.n, .launches = pr.launches, .max_smem = max_smem,
-                        .arena_bytes = p->arena_bytes, .weight_bytes = p->weight_bytes};
+                        .arena_bytes = p->arena_bytes, .weight_bytes = p->weight_bytes,
+                        .n_tmaps = e.n_tmaps, .tmaps = e.tmaps};
         st = rt_gprog_encode(&gp, &out->code, &out->code_bytes, d);
         out->isa = "sm_80+sm_90a";
     }
     for (size_t i = 0; i < KILN_COUNT(images); i++) base_free((void *)img[i].cubin);
     if (e.tuner) cg_tuner_close(e.tuner);
     base_free(e.store);
+    base_free(e.tmaps);
     base_free(pr.launches);
     base_free(b.m);
     base_str_free(&pr.sites);

@@ -80,6 +80,11 @@ typedef struct gemm_problem {
     int64_t bias_rs, bias_cs;
     float alpha, beta;
     bool tc;                         /* the tensor-core template applies */
+    /* kg_gemm_wgt applies (sm_90): A and B in the arena or the weights (spaces
+     * and offsets for their tensor maps), one batch */
+    bool tma;
+    int space_a, space_b;
+    uint64_t off_a, off_b;
 } gemm_problem;
 
 /* Whether kg_gemm_tc takes g: A and B stored as the same 16-bit float, and
@@ -195,15 +200,17 @@ static kiln_status gemm_analyse(cg_emitter *e, const sched_group *grp, gemm_prob
                                  ir_node_label(n, lb, sizeof(lb)));
     }
     g->tc = gemm_tc_ok(g);
+    g->tma = g->tc && g->n_batch == 1 && g->m > 0 && g->n > 0 && g->k > 0 && cg_tmap_space(e, g->a, &g->space_a, &g->off_a) &&
+             cg_tmap_space(e, g->b, &g->space_b, &g->off_b) && g->off_a % 16 == 0 && g->off_b % 16 == 0;
     return KILN_OK;
 }
 
 /* ---- configurations ------------------------------------------------------------------- */
 
-typedef enum gemm_kind { GEMM_TC, GEMM_WG, GEMM_SIMT } gemm_kind;
+typedef enum gemm_kind { GEMM_TC, GEMM_WG, GEMM_SIMT, GEMM_WGT } gemm_kind;
 
 typedef struct gemm_cfg {
-    gemm_kind kind;  /* kg_gemm_tc, kg_gemm_wg, kg_gemm_simt */
+    gemm_kind kind;  /* kg_gemm_tc, kg_gemm_wg, kg_gemm_simt, kg_gemm_wgt */
     int bm, bn, bk;  /* block tile; bk 8 for simt */
     int wm, wn;      /* warp tile (tc) */
     int ks;          /* warp slices along k (tc) */
@@ -257,20 +264,21 @@ static const gemm_cfg simt_table[] = {
 };
 
 #define MAX_CANDS                                                                                      \
-    ((int)(KILN_COUNT(tc_table) * (1 + KILN_COUNT(split_cands)) + KILN_COUNT(wg_table) + KILN_COUNT(simt_table)))
+    ((int)(KILN_COUNT(tc_table) * (1 + KILN_COUNT(split_cands)) + 2 * KILN_COUNT(wg_table) + KILN_COUNT(simt_table)))
 
 static int cfg_threads(const gemm_cfg *c)
 {
     if (c->kind == GEMM_SIMT) return (c->bm / 8) * (c->bn / 8);
-    if (c->kind == GEMM_WG) return c->bm / 64 * 128;
+    if (c->kind == GEMM_WG || c->kind == GEMM_WGT) return c->bm / 64 * 128;
     return (c->bm / c->wm) * (c->bn / c->wn) * c->ks * 32;
 }
 
-/* The same sums as KG_GEMM_TC_SMEM / KG_GEMM_WG_SMEM / KG_GEMM_SIMT_SMEM in
- * kg_gemm.cuh. */
+/* The same sums as KG_GEMM_TC_SMEM / KG_GEMM_WG_SMEM / KG_GEMM_WGT_SMEM /
+ * KG_GEMM_SIMT_SMEM in kg_gemm.cuh. */
 static int cfg_smem(const gemm_cfg *c)
 {
     if (c->kind == GEMM_SIMT) return 2 * 8 * (c->bm + 4 + c->bn + 4) * 4;
+    if (c->kind == GEMM_WGT) return c->stages * (c->bm + c->bn) * 64 * 2 + 1024 + 16 * c->stages;
     if (c->kind == GEMM_WG) return c->stages * (c->bm + c->bn) * c->bk * 2 + 1024;
     int pipe = c->stages * (c->bm + c->bn) * c->bk * 2, red = (c->ks - 1) * c->bm * c->bn * 4;
     return pipe > red ? pipe : red;
@@ -308,32 +316,41 @@ static int add_splits(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *cands,
 
 /* The candidates for g on gpu: the templates' tables without tiles that
  * do not fit the GPU's shared memory or are far larger than the problem;
- * on sm_90 the warpgroup-MMA tiles, and of the mma.sync ones only those
- * smaller than 128 x 128 (for small problems). Deterministic: the tuner's
- * candidate indices refer to this list. */
+ * on sm_90 the warpgroup-MMA tiles (with the tensor memory accelerator
+ * first, when the operands allow it: the 64-deep ones of the same table),
+ * and of the mma.sync ones only those smaller than 128 x 128 (for small
+ * problems). Deterministic: the tuner's candidate indices refer to this
+ * list. */
 static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *out)
 {
-    const gemm_cfg *tables[2] = {simt_table, NULL};
-    int sizes[2] = {(int)KILN_COUNT(simt_table), 0}, n = 0;
-    bool hopper = gpu->sm_major == 9;
+    const gemm_cfg *tables[3] = {simt_table, NULL, NULL};
+    int sizes[3] = {(int)KILN_COUNT(simt_table), 0, 0}, n = 0;
+    bool hopper = gpu->sm_major == 9, tma = hopper && g->tma;
     if (g->tc && hopper) {
-        tables[0] = wg_table;
-        sizes[0] = (int)KILN_COUNT(wg_table);
-        tables[1] = tc_table;
-        sizes[1] = (int)KILN_COUNT(tc_table);
+        tables[0] = tma ? wg_table : NULL; /* as GEMM_WGT */
+        sizes[0] = tma ? (int)KILN_COUNT(wg_table) : 0;
+        tables[1] = wg_table;
+        sizes[1] = (int)KILN_COUNT(wg_table);
+        tables[2] = tc_table;
+        sizes[2] = (int)KILN_COUNT(tc_table);
     } else if (g->tc) {
         tables[0] = tc_table;
         sizes[0] = (int)KILN_COUNT(tc_table);
     }
     int64_t m_fit = KILN_MAX(32, g->m), n_fit = KILN_MAX(32, g->n);
-    for (int t = 0; t < 2; t++)
+    for (int t = 0; t < 3; t++)
         for (int i = 0; i < sizes[t]; i++) {
-            const gemm_cfg *c = &tables[t][i];
-            if (cfg_smem(c) > gpu->smem_per_block_optin || cfg_rtasks(g, c) > INT32_MAX) continue;
+            gemm_cfg c = tables[t][i];
+            if (tma && t == 0) {
+                /* 64-deep k-tiles; the epilogue stages the fp32 tile in the stages' memory */
+                if (c.bk != 64 || c.bm * (c.bn + 8) * 4 > c.stages * (c.bm + c.bn) * 128) continue;
+                c.kind = GEMM_WGT;
+            }
+            if (cfg_smem(&c) > gpu->smem_per_block_optin || cfg_rtasks(g, &c) > INT32_MAX) continue;
             /* a tile at most twice the problem in m and n */
-            if (c->bm > 2 * m_fit || c->bn > 2 * n_fit) continue;
-            if (hopper && c->kind == GEMM_TC && c->bm * c->bn >= 128 * 128) continue;
-            out[n++] = *c;
+            if (c.bm > 2 * m_fit || c.bn > 2 * n_fit) continue;
+            if (hopper && c.kind == GEMM_TC && c.bm * c.bn >= 128 * 128) continue;
+            out[n++] = c;
         }
     if (n == 0) out[n++] = g->tc ? tc_table[KILN_COUNT(tc_table) - 5] : simt_table[3]; /* 32 x 32 / 64 x 64 */
     return add_splits(g, gpu, out, n);
@@ -381,9 +398,9 @@ static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_b
  *   - latency: the tiles a multiprocessor holds at once (by shared memory,
  *     registers and warps) run side by side, each a chain of k-tiles no
  *     faster than the copy latency over the stages in flight.
- * The rates and latencies are fitted, not derived: on an H100 the chosen
- * configuration runs within 4% of the fastest candidate on average (the
- * geometric mean over bench/gpu_gemm.c's timed shapes; at worst 12%, on
+ * The rates and latencies are fitted, not derived: on an H200 the chosen
+ * configuration runs within 3% of the fastest candidate on average (the
+ * geometric mean over bench/gpu_gemm.c's timed shapes; at worst 15%, on
  * the small attention products). */
 static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *gpu)
 {
@@ -396,6 +413,15 @@ static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *
         regs = 160;
         rate = 128.0 * 0.6;
         in_flight = 1;
+    } else if (c->kind == GEMM_WGT) {
+        /* the copies cost the threads nothing and run a stage further ahead;
+         * two warpgroups keep the tensor cores busy down to 128 x 128 tiles,
+         * one does not (fitted on an H200) */
+        regs = c->bn / 2 + 90;
+        double eff = c->bm >= 128 ? (c->bn >= 128 ? (c->bm > 128 ? 0.95 : 1.0) : 0.8)
+                                  : (c->bn >= 256 ? 0.6 : c->bn >= 128 ? 0.54 : 0.5);
+        rate = 2000.0 * eff;
+        in_flight = c->stages - 1;
     } else if (c->kind == GEMM_WG) {
         regs = c->bn / 2 + 90;
         rate = 1800.0 * (c->bn >= 192 ? 1.0 : c->bn >= 128 ? 0.75 : 0.65) * (c->bm >= 128 ? 1.0 : 1.1);
@@ -420,12 +446,13 @@ static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *
     double dram = (double)g->n_batch * ((double)g->m * g->k + (double)g->k * g->n + 2.0 * (double)g->m * g->n) * esize;
     /* split-K: the partials go out and come back through L2 (fp32), and the
      * last split waits for the stores, the fence, the counter and the loads
-     * (three round trips: fitted to BERT's 128 x 768 products on an H100,
-     * where splitting 768-deep ones loses and 3072-deep ones win) */
+     * (three round trips), then sums every split's partial (a round trip
+     * each: fitted to BERT's 128 x 768 products, where splitting 768-deep
+     * ones loses and 3072-deep ones win by 4) */
     double fixup = 0;
     if (c->splits > 1) {
         l2 += 2.0 * tiles * c->bm * c->bn * 4.0;
-        fixup = 3.0 * latency;
+        fixup = (3.0 + c->splits) * latency;
     }
     double t_memory = fmax(dram / dram_bytes_per_clk, l2 / l2_bytes_per_clk);
     return t_memory + fmax(t_compute, t_latency) + fixup;
@@ -464,15 +491,37 @@ static void emit_split(base_str *s, const gemm_cfg *c)
     else base_str_cat(s, "    const int split = 0, slot = 0;\n");
 }
 
+/* The tensor maps kg_gemm_wgt reads for c: A's and B's 2-D views as they
+ * are stored (the contiguous dim first), with the boxes kg_gemm_tma_issue
+ * copies: 64 along k by the tile's rows for a K-major operand, 64 x 64
+ * atoms for an MN-major one. */
+static void gemm_tmaps(const gemm_problem *g, const gemm_cfg *c, rt_gtmap *ma, rt_gtmap *mb)
+{
+    kiln_gprec dt = g->sa == KILN_BF16 ? KILN_GPREC_BF16 : KILN_GPREC_FP16;
+    *ma = (rt_gtmap){.space = g->space_a, .dtype = dt, .offset = g->off_a, .stride1 = (uint64_t)g->lda * 2, .box0 = 64};
+    *mb = (rt_gtmap){.space = g->space_b, .dtype = dt, .offset = g->off_b, .stride1 = (uint64_t)g->ldb * 2, .box0 = 64};
+    ma->dim0 = (uint64_t)(g->la ? g->m : g->k);
+    ma->dim1 = (uint64_t)(g->la ? g->k : g->m);
+    ma->box1 = g->la ? 64u : (unsigned)c->bm;
+    mb->dim0 = (uint64_t)(g->lb ? g->n : g->k);
+    mb->dim1 = (uint64_t)(g->lb ? g->k : g->n);
+    mb->box1 = g->lb ? 64u : (unsigned)c->bn;
+}
+
 /* The body of op_<id> after emit_split and the batch offsets oa, ob, oc: fills the
  * kg_gemm_args and calls the template. pa..pres: typed pointer
- * expressions of the operands (pbias, pres NULL when absent). Also what
- * bench/gpu_gemm.c emits, so the bench times the code the compiler makes. */
+ * expressions of the operands (pbias, pres NULL when absent); tmap_a,
+ * tmap_b: the kg_tmaps indices of gemm_tmaps' maps (kg_gemm_wgt only).
+ * Also what bench/gpu_gemm.c emits, so the bench times the code the
+ * compiler makes. */
 static void emit_call(base_str *s, const gemm_problem *g, const gemm_cfg *c, const char *pa, const char *pb,
-                      const char *pc, const char *pbias, const char *pres)
+                      const char *pc, const char *pbias, const char *pres, int tmap_a, int tmap_b)
 {
     char f1[48], f2[48], f3[48], f4[48];
     base_str_printf(s, "    g.a = %s + oa;\n    g.b = %s + ob;\n    g.c = %s + oc;\n", pa, pb, pc);
+    if (c->kind == GEMM_WGT)
+        base_str_printf(s, "    g.tma_a = &kg_tmaps[%d];\n    g.tma_b = &kg_tmaps[%d];\n", tmap_a, tmap_b);
+    else base_str_cat(s, "    g.tma_a = 0;\n    g.tma_b = 0;\n");
     if (pbias) base_str_printf(s, "    g.bias = %s;\n", pbias);
     else base_str_cat(s, "    g.bias = 0;\n");
     if (pres) base_str_printf(s, "    g.res = %s + oc;\n", pres);
@@ -495,6 +544,8 @@ static void emit_call(base_str *s, const gemm_problem *g, const gemm_cfg *c, con
     base_str_printf(s, "    int tm, tn;\n    kg_gemm_raster(t, %lld, %lld, 8, &tm, &tn);\n", (long long)cdiv(g->m, c->bm),
                     (long long)cdiv(g->n, c->bn));
     if (c->kind == GEMM_SIMT) base_str_printf(s, "    kg_gemm_simt(&g, tm, tn, %d, %d);\n}\n\n", c->bm, c->bn);
+    else if (c->kind == GEMM_WGT)
+        base_str_printf(s, "    kg_gemm_wgt(&g, tm, tn, %d, %d, %d);\n}\n\n", c->bm, c->bn, c->stages);
     else if (c->kind == GEMM_WG)
         base_str_printf(s, "    kg_gemm_wg(&g, tm, tn, %d, %d, %d, %d);\n}\n\n", c->bm, c->bn, c->bk, c->stages);
     else
@@ -520,6 +571,9 @@ static void emit_summary(base_str *s, const gemm_problem *g, const gemm_cfg *c)
     if (g->ep.residual) base_str_cat(s, "; residual");
     if (g->ep.act != PASS_ACT_NONE) base_str_printf(s, "; %s", cg_act_name(g->ep.act) + strlen("KG_ACT_"));
     if (c->kind == GEMM_SIMT) base_str_printf(s, ".\n * kg_gemm_simt: %dx%d tiles, 8x8 per thread. */\n", c->bm, c->bn);
+    else if (c->kind == GEMM_WGT)
+        base_str_printf(s, ".\n * kg_gemm_wgt: %dx%dx64 tiles copied by TMA, %d warpgroups, %d stages. */\n", c->bm,
+                        c->bn, c->bm / 64, c->stages);
     else if (c->kind == GEMM_WG)
         base_str_printf(s, ".\n * kg_gemm_wg: %dx%dx%d tiles, %d warpgroups, %d stages. */\n", c->bm, c->bn, c->bk,
                         c->bm / 64, c->stages);
@@ -552,13 +606,22 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     } else {
         base_str_cat(s, "    const kg_i64 oa = 0, ob = 0, oc = 0;\n");
     }
+    int tmap_a = -1, tmap_b = -1;
+    if (c->kind == GEMM_WGT) {
+        rt_gtmap ma, mb;
+        gemm_tmaps(g, c, &ma, &mb);
+        KILN_TRY(cg_tmap_add(e, &ma, &tmap_a));
+        KILN_TRY(cg_tmap_add(e, &mb, &tmap_b));
+    }
     emit_call(s, g, c, cg_ptr(e, g->a, pa, sizeof(pa)), cg_ptr(e, g->b, pb, sizeof(pb)),
               cg_ptr(e, g->y, pc, sizeof(pc)), g->ep.bias ? cg_ptr(e, g->ep.bias, pbias, sizeof(pbias)) : NULL,
-              g->ep.residual ? cg_ptr(e, g->ep.residual, pres, sizeof(pres)) : NULL);
+              g->ep.residual ? cg_ptr(e, g->ep.residual, pres, sizeof(pres)) : NULL, tmap_a, tmap_b);
     op->n_rtasks = cfg_rtasks(g, c);
     op->block = cfg_threads(c);
     op->smem_bytes = cfg_smem(c);
     if (c->kind == GEMM_SIMT) snprintf(op->config, sizeof(op->config), "kg_gemm_simt %dx%d", c->bm, c->bn);
+    else if (c->kind == GEMM_WGT)
+        snprintf(op->config, sizeof(op->config), "kg_gemm_wgt %dx%dx64 (TMA), %d stages", c->bm, c->bn, c->stages);
     else if (c->kind == GEMM_WG)
         snprintf(op->config, sizeof(op->config), "kg_gemm_wg %dx%dx%d, %d stages", c->bm, c->bn, c->bk, c->stages);
     else

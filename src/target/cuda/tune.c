@@ -59,6 +59,8 @@ typedef struct memo {
 typedef struct tune_cand {
     cg_op op;
     char *src;         /* the scratch program */
+    rt_gtmap *tmaps;   /* its tensor maps (kg_tmaps) */
+    int n_tmaps;
     void *cubin;
     size_t cubin_bytes;
     bool ok;           /* still in the running */
@@ -355,6 +357,11 @@ static void make_source(cg_emitter *e, const sched_group *grp, const char *key, 
     base_str saved_code = e->code;
     base_diag *saved_d = e->d;
     int saved_need = e->n_need;
+    /* the candidate's tensor maps are its own kg_tmaps[0..] */
+    rt_gtmap *saved_tmaps = e->tmaps;
+    int saved_n_tmaps = e->n_tmaps, saved_cap_tmaps = e->cap_tmaps;
+    e->tmaps = NULL;
+    e->n_tmaps = e->cap_tmaps = 0;
     base_diag cd;
     base_diag_init(&cd);
     base_str_init(&e->code);
@@ -385,6 +392,7 @@ static void make_source(cg_emitter *e, const sched_group *grp, const char *key, 
                         "\nextern \"C\" __global__ void __launch_bounds__(%d) k_tune(const kiln_gctx *c)\n{\n"
                         "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, t);\n}\n\n%s",
                         op->block, (long long)op->n_rtasks, grp->id, tune_kernels);
+        cg_tmaps_define(e, &s);
         if (s.oom) st = base_diag_add(&cd, KILN_ERR_OOM, "out of memory emitting it");
     }
     if (st == KILN_OK) {
@@ -398,6 +406,11 @@ static void make_source(cg_emitter *e, const sched_group *grp, const char *key, 
         first_error(&cd, why, sizeof(why));
         snprintf(c->note, sizeof(c->note), "not emitted: %s", why);
     }
+    c->tmaps = e->tmaps;
+    c->n_tmaps = e->n_tmaps;
+    e->tmaps = saved_tmaps;
+    e->n_tmaps = saved_n_tmaps;
+    e->cap_tmaps = saved_cap_tmaps;
     e->d = saved_d;
     e->n_need = saved_need;
     base_str_free(&s);
@@ -478,6 +491,9 @@ static void run_candidate(cg_tuner *t, const cg_emitter *e, tune_cand *c, bool *
     CUmodule mod = NULL;
     CUfunction fn = NULL, flush = NULL;
     kiln_status st = rt_cuda_module_load(c->cubin, c->cubin_bytes, &mod, &d);
+    if (st == KILN_OK)
+        st = rt_cuda_fill_tmaps(mod, c->tmaps, c->n_tmaps, t->arena, t->p->arena_bytes ? t->p->arena_bytes : 1,
+                                t->wts, t->p->weight_bytes ? t->p->weight_bytes : 1, &d);
     if (st == KILN_OK) st = rt_cuda_module_function(mod, "k_tune", &fn, &d);
     if (st == KILN_OK) st = rt_cuda_module_function(mod, "k_flush", &flush, &d);
     if (st == KILN_OK && c->op.smem_bytes > 48 * 1024) st = rt_cuda_function_set_smem(fn, c->op.smem_bytes, &d);
@@ -731,6 +747,7 @@ static int tune_key(cg_tuner *t, cg_emitter *e, const sched_group *grp, const ch
     }
     for (int i = 0; i < n_cands; i++) {
         base_free(cands[i].src);
+        base_free(cands[i].tmaps);
         base_free(cands[i].cubin);
     }
     base_free(cands);

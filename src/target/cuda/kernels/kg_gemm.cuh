@@ -86,7 +86,16 @@ typedef struct kg_gemm_args {
     float act_p0, act_p1;  /* the activation's parameters */
     int splits, split;     /* split-K across blocks: this rTask's share of K */
     int slot;              /* the tile's index in kg_splitk_sem (splits > 1) */
+    const void *tma_a, *tma_b; /* kg_gemm_wgt: the operands' tensor maps (kg_tmaps entries) */
 } kg_gemm_args;
+
+/* A tensor map (CUtensorMap: 128 opaque bytes) the runtime encodes for the
+ * program when it loads it (runtime/gprog.h rt_gtmap); the program defines
+ * the array with as many as it uses. */
+typedef struct __align__(128) kg_tmap {
+    unsigned long long w[16];
+} kg_tmap;
+extern __device__ kg_tmap kg_tmaps[];
 
 /* ---- loads, stores and the epilogue -------------------------------------------- */
 
@@ -680,6 +689,219 @@ static __device__ __forceinline__ void kg_gemm_wg(const kg_gemm_args *g, int tm,
 
 /* Dynamic shared memory kg_gemm_wg asks (with 1 KB to align the stages). */
 #define KG_GEMM_WG_SMEM(bm, bn, bk, stages) ((stages) * ((bm) + (bn)) * (bk) * 2 + 1024)
+
+/* ---- warpgroup MMA fed by the tensor memory accelerator ------------------------------ */
+
+/* Eight elements of C from fp32 values: one 16-byte store (two for float32 C). */
+static __device__ __forceinline__ void kg_gemm_st8(void *p, kg_i64 i, const float *v, const int dt)
+{
+    if (dt == KG_DT_F32) {
+        *(float4 *)((float *)p + i) = make_float4(v[0], v[1], v[2], v[3]);
+        *(float4 *)((float *)p + i + 4) = make_float4(v[4], v[5], v[6], v[7]);
+        return;
+    }
+    unsigned w[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        if (dt == KG_DT_BF16) {
+            __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * e], v[2 * e + 1]);
+            w[e] = *(unsigned *)&h;
+        } else {
+            __half2 h = __floats2half2_rn(v[2 * e], v[2 * e + 1]);
+            w[e] = *(unsigned *)&h;
+        }
+    }
+    *(uint4 *)((unsigned short *)p + i) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+/* Writes the bm x bn tile of accumulators staged in shared memory (sp,
+ * rows ld floats apart) to C at (m0, n0) through the epilogue: each thread
+ * takes runs of 8 columns, so a warp's stores are whole 16-byte chunks of
+ * consecutive columns (C's rows 16-byte aligned: n a multiple of 8); else
+ * element by element, masked. */
+static __device__ __forceinline__ void kg_gemm_store_staged(const kg_gemm_args *g, const float *sp, const int ld,
+                                                            int m0, int n0, const int bm, const int bn,
+                                                            const int n_threads)
+{
+    const int cpr = bn / 8;
+    const bool vec = (g->n & 7) == 0 && (g->ldc & 7) == 0;
+#pragma unroll 4
+    for (int i = threadIdx.x; i < bm * cpr; i += n_threads) {
+        const int r = i / cpr, c8 = (i - r * cpr) * 8, row = m0 + r, col = n0 + c8;
+        if (row >= g->m || col >= g->n) continue;
+        const float4 x0 = *(const float4 *)(sp + r * ld + c8), x1 = *(const float4 *)(sp + r * ld + c8 + 4);
+        float v[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+        const kg_i64 o = (kg_i64)row * g->ldc + col;
+        if (vec) {
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = kg_gemm_epi(g, row, col + e, v[e]);
+            kg_gemm_st8(g->c, o, v, g->dt_c);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; e++)
+                if (col + e < g->n) kg_gemm_stf(g->c, o + e, kg_gemm_epi(g, row, col + e, v[e]), g->dt_c);
+        }
+    }
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+
+static __device__ __forceinline__ void kg_mbar_init(unsigned bar, unsigned count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+
+/* One arrival that also expects `bytes` of asynchronous copies. */
+static __device__ __forceinline__ void kg_mbar_expect(unsigned bar, unsigned bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+static __device__ __forceinline__ void kg_mbar_arrive(unsigned bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+/* Waits until the barrier's phase of this parity has completed. */
+static __device__ __forceinline__ void kg_mbar_wait(unsigned bar, unsigned parity)
+{
+    asm volatile("{\n.reg .pred done;\nKG_MBAR_WAIT:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra KG_MBAR_WAIT;\n}\n" ::"r"(bar),
+                 "r"(parity)
+                 : "memory");
+}
+
+/* The box of tensor map `map` at element (c0 along the contiguous dim, c1)
+ * into shared memory at dst, counted on barrier bar. */
+static __device__ __forceinline__ void kg_tma_load(unsigned dst, const void *map, int c0, int c1, unsigned bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+                 "[%4];\n" ::"r"(dst),
+                 "l"(map), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
+
+/* Issues k-tile kt of A and B (64 deep) into one stage, counted on bar:
+ * K-major operands as one box of 64 x rows, MN-major ones as 64 x 64 atoms
+ * (the layout kg_wg_operand describes; the tensor maps swizzle by 128
+ * bytes as the descriptors do). */
+static __device__ __forceinline__ void kg_gemm_tma_issue(const kg_gemm_args *g, unsigned sa, unsigned sb,
+                                                         unsigned bar, int m0, int n0, int kt, const int bm,
+                                                         const int bn)
+{
+    const int k0 = kt * 64;
+    kg_mbar_expect(bar, (unsigned)((bm + bn) * 64 * 2));
+    if (g->la == KG_GEMM_KMAJOR) kg_tma_load(sa, g->tma_a, k0, m0, bar);
+    else
+#pragma unroll
+        for (int i = 0; i < bm / 64; i++) kg_tma_load(sa + i * 8192, g->tma_a, m0 + 64 * i, k0, bar);
+    if (g->lb == KG_GEMM_KMAJOR) kg_tma_load(sb, g->tma_b, k0, n0, bar);
+    else
+#pragma unroll
+        for (int i = 0; i < bn / 64; i++) kg_tma_load(sb + i * 8192, g->tma_b, n0 + 64 * i, k0, bar);
+}
+
+#endif /* __CUDA_ARCH_FEAT_SM90_ALL */
+
+/*
+ * kg_gemm_wg with its k-tiles (64 deep) copied by the tensor memory
+ * accelerator: one thread issues a stage's copies (a box per operand, or
+ * per 64-wide atom of an MN-major one), which complete on the stage's
+ * `full` barrier with the bytes they wrote, so no thread computes an
+ * address or waits for its own copies. Per k-tile every warpgroup waits
+ * for `full`, issues its MMAs, and waits until only these are in flight;
+ * then each warp arrives on the previous stage's `empty` barrier, and
+ * thread 0, once every warp has, refills that stage with the k-tile
+ * `stages` further on. Rows and k beyond the matrix come in as zeros (the
+ * maps' bounds). The tensor maps (g->tma_a, g->tma_b) describe A and B
+ * with the boxes kg_gemm_tma_issue loads; emit_gemm.c makes them. Threads:
+ * bm / 64 * 128; shared memory KG_GEMM_WGT_SMEM. Shared memory may hold
+ * what another rOperator of the same block wrote with ordinary stores
+ * (--schedule=mono), hence the proxy fence before the first copy.
+ *
+ * The sm_80 image runs kg_gemm_tc in its place, as kg_gemm_wg does.
+ */
+static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm, int tn, const int bm, const int bn,
+                                                   const int stages)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    const int bk = 64, n_warps = bm / 64 * 4;
+    const int a_bytes = bm * bk * 2, b_bytes = bn * bk * 2;
+    const int a_kmaj = g->la == KG_GEMM_KMAJOR, b_kmaj = g->lb == KG_GEMM_KMAJOR;
+    const int wg = threadIdx.x >> 7, wq = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    const int m0 = tm * bm, n0 = tn * bn;
+    const int k_tiles = (g->k + bk - 1) / bk;
+    const unsigned smem = (kg_smem_addr(kg_smem) + 1023u) & ~1023u;
+    const unsigned smem_b = smem + stages * a_bytes;
+    const unsigned full = smem_b + stages * b_bytes, empty = full + 8 * stages;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; s++) {
+            kg_mbar_init(full + 8 * s, 1);
+            kg_mbar_init(empty + 8 * s, (unsigned)n_warps);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    kg_fence_proxy_async();
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int s = 0; s < stages && s < k_tiles; s++)
+            kg_gemm_tma_issue(g, smem + s * a_bytes, smem_b + s * b_bytes, full + 8 * s, m0, n0, s, bm, bn);
+    float d[128];
+#pragma unroll
+    for (int i = 0; i < bn / 2; i++) d[i] = 0.0f;
+    kg_wg_fence_acc(d, bn / 2);
+#pragma unroll 1
+    for (int kt = 0; kt < k_tiles; kt++) {
+        const int cs = kt % stages;
+        kg_mbar_wait(full + 8 * cs, (unsigned)(kt / stages) & 1u);
+        const unsigned sa = smem + cs * a_bytes, sb = smem_b + cs * b_bytes;
+        kg_wg_arrive();
+#pragma unroll
+        for (int j = 0; j < bk / 16; j++)
+            kg_wgmma(d, kg_wg_operand(sa, a_kmaj, wg * 64, j, bk), kg_wg_operand(sb, b_kmaj, 0, j, bk), bn, g->dt_a,
+                     !a_kmaj, !b_kmaj);
+        kg_wg_commit();
+        kg_wg_wait(1);
+        kg_wg_fence_acc(d, bn / 2);
+        if (kt > 0) {
+            /* k-tile kt - 1's MMAs are done: its stage may be refilled */
+            const int ps = (kt - 1) % stages;
+            if (lane == 0) kg_mbar_arrive(empty + 8 * ps);
+            if (threadIdx.x == 0 && kt - 1 + stages < k_tiles) {
+                kg_mbar_wait(empty + 8 * ps, (unsigned)((kt - 1) / stages) & 1u);
+                kg_gemm_tma_issue(g, smem + ps * a_bytes, smem_b + ps * b_bytes, full + 8 * ps, m0, n0,
+                                  kt - 1 + stages, bm, bn);
+            }
+            __syncwarp();
+        }
+    }
+    kg_wg_wait(0);
+    kg_wg_fence_acc(d, bn / 2);
+
+    /* the epilogue through shared memory (the stages are free: every copy
+     * was waited for, every MMA has completed in every warpgroup) */
+    __syncthreads();
+    float *sp = (float *)(kg_smem + (smem - kg_smem_addr(kg_smem)));
+    const int ld = bn + 8, r0 = wg * 64 + wq * 16 + (lane >> 2), c0 = (lane & 3) * 2;
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int i = 0; i < bn / 8; i++)
+            *(float2 *)(sp + (r0 + 8 * h) * ld + c0 + 8 * i) = make_float2(d[4 * i + 2 * h], d[4 * i + 2 * h + 1]);
+    __syncthreads();
+    kg_gemm_store_staged(g, sp, ld, m0, n0, bm, bn, bm / 64 * 128);
+    /* the next rTask re-initialises the barriers and refills the stages */
+    __syncthreads();
+#else
+    const int warps = bm / 16, wn_warps = warps >= 8 || bn > 128 ? 4 : 2;
+    kg_gemm_tc(g, tm, tn, bm, bn, 32, bm / (warps / wn_warps), bn / wn_warps, 1, 3);
+#endif
+}
+
+/* Dynamic shared memory kg_gemm_wgt asks: the stages, 1 KB to align them,
+ * and the barriers. */
+#define KG_GEMM_WGT_SMEM(bm, bn, stages) ((stages) * ((bm) + (bn)) * 64 * 2 + 1024 + 16 * (stages))
 
 /* ---- fp32 FMA template ------------------------------------------------------------ */
 
