@@ -187,7 +187,7 @@ static const char bench_help[] =
     "USAGE\n"
     "  kiln bench MODEL|ARTIFACT [--target c|cuda] [--precision P] [--schedule S] [--tune]\n"
     "             [--threads N] [--warmup N] [--iterations N]\n"
-    "             [--shape NAME=D0xD1x...]... [--json] [--profile] [--profile-top N]\n"
+    "             [--shape NAME=D0xD1x...]... [--json] [--profile] [--profile-top N] [--device-io]\n"
     "\n"
     "Times runs of a compiled model on random inputs: compile time (for a MODEL),\n"
     "first-run time, then min / median / p90 / p99 latency over the timed\n"
@@ -203,6 +203,9 @@ static const char bench_help[] =
     "  --json           one JSON object instead of text\n"
     "  --profile        then the stages that take the most time (per run)\n"
     "  --profile-top N  how many of them --profile lists (default 25; 0: every stage)\n"
+    "  --device-io      cuda: inputs uploaded once and outputs left in device memory, as a\n"
+    "                   framework's tensors are (kiln_rt_run_device): the latency without\n"
+    "                   the host copies\n"
     "\n";
 
 static const char verify_help[] =
@@ -522,7 +525,7 @@ typedef struct cli_args {
         const char *name, *file;
     } files[64];
     int n_files;
-    bool quiet, check, json, profile, tune;
+    bool quiet, check, json, profile, tune, device_io;
     uint64_t seed;
     int threads, warmup, iterations;
     int profile_top; /* stages --profile lists; 0: all */
@@ -571,6 +574,7 @@ static int parse_args(const char *cmd, int argc, char **argv, cli_args *a)
         else if (strcmp(x, "--check") == 0) a->check = true;
         else if (strcmp(x, "--json") == 0) a->json = true;
         else if (strcmp(x, "--profile") == 0) a->profile = true;
+        else if (strcmp(x, "--device-io") == 0) a->device_io = true;
         else if (strcmp(x, "--profile-top") == 0 && has_val) {
             char *end;
             long v = strtol(argv[++i], &end, 10);
@@ -588,6 +592,8 @@ static int parse_args(const char *cmd, int argc, char **argv, cli_args *a)
         return usage_error(cmd, "unknown precision '%s' (fp32, fp16 or bf16)", a->precision);
     if (a->schedule && !known_schedule(a->schedule))
         return usage_error(cmd, "unknown schedule '%s' (kernels, mono, mono-barriers or mono-unmerged)", a->schedule);
+    if (a->device_io && a->target && strcmp(a->target, "cuda") != 0)
+        return usage_error(cmd, "%s", "--device-io needs --target cuda (or a cuda artifact)");
     if ((a->precision || a->tune || a->schedule) && !(a->target && strcmp(a->target, "cuda") == 0))
         return usage_error(cmd, "%s", "--precision, --schedule and --tune need --target cuda");
     return -1;
@@ -1048,6 +1054,57 @@ static int cmp_double(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
+/* kiln bench --device-io: the model's inputs in device memory (uploaded
+ * once) and its outputs left there. */
+typedef struct dev_io {
+    rt_cuda_ctx ctx;
+    bool have_ctx;
+    CUdeviceptr buf[2 * IR_EVAL_MAX_IO];
+    const void *in[IR_EVAL_MAX_IO];
+    void *out[IR_EVAL_MAX_IO];
+} dev_io;
+
+static void dev_io_close(dev_io *io)
+{
+    for (int i = 0; i < 2 * IR_EVAL_MAX_IO; i++) rt_cuda_free(io->buf[i]);
+    if (io->have_ctx) rt_cuda_ctx_free(&io->ctx);
+    memset(io, 0, sizeof(*io));
+}
+
+static kiln_status dev_io_open(kiln_rt_model *rm, const ir_tensor *ins, dev_io *io, base_diag *d)
+{
+    memset(io, 0, sizeof(*io));
+    if (strcmp(kiln_rt_target(rm), "cuda") != 0)
+        return base_diag_add(d, KILN_ERR_INVALID_ARG, "--device-io needs a model compiled for the cuda target");
+    KILN_TRY(rt_cuda_ctx_init(0, &io->ctx, d));
+    io->have_ctx = true;
+    int n_in = kiln_rt_num_inputs(rm), n_out = kiln_rt_num_outputs(rm);
+    for (int i = 0; i < n_in; i++) {
+        size_t bytes = ins[i].nbytes;
+        KILN_TRY(rt_cuda_alloc(bytes ? bytes : 1, &io->buf[i], d));
+        if (bytes) KILN_TRY(rt_cuda_copy_to_device(io->buf[i], ins[i].data, bytes, d));
+        io->in[i] = (const void *)(uintptr_t)io->buf[i];
+    }
+    for (int i = 0; i < n_out; i++) {
+        const kiln_rt_tensor_info *info = kiln_rt_output(rm, i);
+        if (info->rank > 0 && info->dims[0] < 0)
+            return base_diag_add(d, KILN_ERR_UNSUPPORTED,
+                                 "--device-io: output '%s' has a shape known only after the run", info->name);
+        KILN_TRY(rt_cuda_alloc(info->nbytes ? info->nbytes : 1, &io->buf[IR_EVAL_MAX_IO + i], d));
+        io->out[i] = (void *)(uintptr_t)io->buf[IR_EVAL_MAX_IO + i];
+    }
+    return KILN_OK;
+}
+
+/* One run: host tensors, or with --device-io the device buffers of io. */
+static kiln_status bench_run(kiln_rt_model *rm, const cli_args *a, dev_io *io, const ir_tensor *ins,
+                             ir_tensor *outs, base_diag *d)
+{
+    if (!a->device_io) return artifact_run(rm, ins, outs, d);
+    kiln_status st = kiln_rt_run_device(rm, io->in, io->out);
+    return st == KILN_OK ? KILN_OK : rt_error(st, d);
+}
+
 static int cmd_bench(int argc, char **argv)
 {
     cli_args a;
@@ -1070,15 +1127,17 @@ static int cmd_bench(int argc, char **argv)
         if (st == KILN_OK) st = artifact_inputs(rm, &a, ins, &d);
     }
     double first = 0;
+    dev_io io = {0};
+    if (st == KILN_OK && a.device_io) st = dev_io_open(rm, ins, &io, &d);
     if (st == KILN_OK) {
         double t0 = now_s();
-        st = artifact_run(rm, ins, outs, &d);
+        st = bench_run(rm, &a, &io, ins, outs, &d);
         first = now_s() - t0;
     }
-    for (int i = 0; i < a.warmup && st == KILN_OK; i++) st = artifact_run(rm, ins, outs, &d);
+    for (int i = 0; i < a.warmup && st == KILN_OK; i++) st = bench_run(rm, &a, &io, ins, outs, &d);
     for (int i = 0; i < a.iterations && st == KILN_OK; i++) {
         double t0 = now_s();
-        st = artifact_run(rm, ins, outs, &d);
+        st = bench_run(rm, &a, &io, ins, outs, &d);
         lat[i] = now_s() - t0;
     }
     if (st == KILN_OK) {
@@ -1095,16 +1154,19 @@ static int cmd_bench(int argc, char **argv)
             printf("{\"model\": \"%s\", \"target\": \"%s\", \"threads\": %d, \"compile_s\": %.3f, \"first_run_ms\": %.3f, "
                    "\"min_ms\": %.4f, \"median_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, "
                    "\"throughput_per_s\": %.2f, \"iterations\": %d, \"peak_rss_mb\": %.1f, "
-                   "\"arena_mb\": %.3f, \"fallback_nodes\": %d, \"kernel_launches\": %d, \"graph_launches\": %d}\n",
+                   "\"arena_mb\": %.3f, \"fallback_nodes\": %d, \"kernel_launches\": %d, \"graph_launches\": %d, "
+                   "\"device_io\": %s}\n",
                    a.path, kiln_rt_target(rm), threads, rep.seconds_total, first * 1e3, mn * 1e3, med * 1e3, p90 * 1e3, p99 * 1e3,
-                   1.0 / med, n, peak_mb, (double)kiln_rt_arena_bytes(rm) / 1e6, rep.n_fallback_nodes, kernels, graphs);
+                   1.0 / med, n, peak_mb, (double)kiln_rt_arena_bytes(rm) / 1e6, rep.n_fallback_nodes, kernels, graphs,
+                   a.device_io ? "true" : "false");
         else {
             printf("bench %s (%s)\n", a.path, where(rm, wbuf, sizeof(wbuf)));
             if (a.profile) print_profile(rm, &a, ins, outs, &d);
             if (compiled) printf("  compile      %.2f s (%d nodes in fallback segments)\n", rep.seconds_total, rep.n_fallback_nodes);
-            printf("  first run    %.3f ms\n  latency      min %.3f  median %.3f  p90 %.3f  p99 %.3f ms (%d runs after %d warm-up)\n"
+            printf("  first run    %.3f ms\n  latency      min %.3f  median %.3f  p90 %.3f  p99 %.3f ms (%d runs after %d warm-up%s)\n"
                    "  throughput   %.1f inferences/s\n  peak memory  %.1f MB resident (arena %.2f MB)\n",
-                   first * 1e3, mn * 1e3, med * 1e3, p90 * 1e3, p99 * 1e3, n, a.warmup, 1.0 / med, peak_mb,
+                   first * 1e3, mn * 1e3, med * 1e3, p90 * 1e3, p99 * 1e3, n, a.warmup,
+                   a.device_io ? "; inputs and outputs in device memory" : "", 1.0 / med, peak_mb,
                    (double)kiln_rt_arena_bytes(rm) / 1e6);
             if (kernels > 0)
                 printf("  launches     %d kernel%s a run, from %d CUDA graph launch%s\n", kernels, kernels == 1 ? "" : "s",
@@ -1112,6 +1174,7 @@ static int cmd_bench(int argc, char **argv)
         }
     }
     rc = st == KILN_OK ? 0 : fail(st, &d, a.path);
+    dev_io_close(&io);
     base_free(lat);
     release_all(ins, IR_EVAL_MAX_IO);
     release_all(outs, IR_EVAL_MAX_IO);

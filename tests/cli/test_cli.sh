@@ -80,6 +80,10 @@ expect compile_requires_output 1 "-o OUT.kiln is required" -- "$kiln" compile "$
 expect run_artifact 0 "artifact" -- "$kiln" run "$tmp/add.kiln" --threads 2
 expect bench_artifact 0 "median" -- "$kiln" bench "$tmp/add.kiln" --iterations 5 --warmup 1
 expect bench_json 0 '"median_ms"' -- "$kiln" bench "$tmp/add.kiln" --iterations 5 --json
+expect bench_profile_top 0 "every stage" -- "$kiln" bench "$tmp/add.kiln" --iterations 2 --warmup 0 --profile-top 0
+expect bench_profile_top_bad 1 "bad --profile-top" -- "$kiln" bench "$tmp/add.kiln" --profile-top -3
+expect bench_device_io_needs_cuda 1 "needs --target cuda" -- "$kiln" bench "$tmp/add.kiln" --device-io --target c
+expect bench_device_io_c_artifact 1 "compiled for the cuda target" -- "$kiln" bench "$tmp/add.kiln" --device-io
 expect verify_model 0 "PASS" -- "$kiln" verify "$data/node/test_conv_with_strides_padding/model.onnx"
 "$kiln" run --input "image=$tmp/image5.npy" --output "$tmp/c.npz" --quiet
 "$kiln" run --input "image=$tmp/image5.npy" --output "$tmp/i.npz" --quiet --target interp
