@@ -173,7 +173,10 @@ static const char compile_help[] =
     "                     operators it depends on; mono-barriers: the same with a\n"
     "                     grid barrier between stages, merged where no data crosses\n"
     "                     them (the counts are printed); mono-unmerged: a barrier\n"
-    "                     after every group (the ablation's base)\n"
+    "                     after every group (the ablation's base). A mono schedule\n"
+    "                     may name its kernel-wide configuration, mono:256x2: 128 or\n"
+    "                     256 threads a block, 1..5 blocks per multiprocessor\n"
+    "                     (default: 256 where convolutions dominate, else 128; 3)\n"
     "  --tune             cuda: time each GEMM/conv's template candidates on the GPU\n"
     "                     and keep the fastest in the tuning database\n"
     "  --tuning-db FILE   cuda: the SQLite tuning database (default\n"
@@ -256,10 +259,14 @@ static int print_help(const char *cmd)
 
 static bool is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }
 
+/* A schedule's name, without the mono schedules' ":BLOCKxN" (the compiler
+ * checks that part). */
 static bool known_schedule(const char *s)
 {
-    return strcmp(s, "kernels") == 0 || strcmp(s, "mono") == 0 || strcmp(s, "mono-barriers") == 0 ||
-           strcmp(s, "mono-unmerged") == 0;
+    size_t n = strcspn(s, ":");
+    bool mono = (n == 4 && strncmp(s, "mono", 4) == 0) || (n == 13 && strncmp(s, "mono-barriers", 13) == 0) ||
+                (n == 13 && strncmp(s, "mono-unmerged", 13) == 0);
+    return mono || strcmp(s, "kernels") == 0;
 }
 
 /* ---- shared: loading and shapes --------------------------------------------------------- */

@@ -130,6 +130,9 @@ if [ -d "$data/node/test_add_bcast" ]; then
     expect inspect_schedule_host_segment 0 "host segment 0 (reference interpreter)" -- \
         "$kiln" inspect "$data/node/test_nonzero_example/model.onnx" --schedule kernels
     expect inspect_bad_schedule 1 "bad --schedule 'waves'" -- "$kiln" inspect "$ln" --schedule waves
+    expect inspect_schedule_config_suffix 0 "256 threads a block" -- "$kiln" inspect "$ln" --schedule mono:256x2
+    expect inspect_schedule_bad_config 1 "BLOCK 128 or 256 threads" -- "$kiln" inspect "$ln" --schedule mono:96x2
+    expect inspect_schedule_kernels_config 1 "bad --schedule 'kernels:128x1'" -- "$kiln" inspect "$ln" --schedule kernels:128x1
     expect inspect_precision_alone 1 "--precision goes with --schedule" -- "$kiln" inspect "$ln" --precision fp16
     expect inspect_bad_precision 1 "bad --precision 'fp8'" -- "$kiln" inspect "$ln" --schedule mono --precision fp8
 fi

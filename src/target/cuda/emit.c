@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -313,14 +314,40 @@ static kiln_status convert_weights(cg_emitter *e, target_output *out)
 
 /* kernels (NULL too), mono (counter waits), mono-barriers, or
  * mono-unmerged (a barrier after every group: the ablation's base). */
-static kiln_status parse_schedule(const char *s, bool *mono, bool *waits, bool *unmerged, base_diag *d)
+/* The schedule's name, and for the mono ones an optional kernel-wide
+ * configuration ":BLOCKxN" (mono:256x2: 256 threads a block, 2 blocks per
+ * multiprocessor); *block and *per_sm stay 0 without it. */
+static kiln_status parse_schedule(const char *s, bool *mono, bool *waits, bool *unmerged, int *block, int *per_sm,
+                                  base_diag *d)
 {
-    *waits = s && strcmp(s, "mono") == 0;
-    *unmerged = s && strcmp(s, "mono-unmerged") == 0;
-    *mono = *waits || *unmerged || (s && strcmp(s, "mono-barriers") == 0);
-    if (s && !*mono && strcmp(s, "kernels") != 0)
+    char name[32] = "kernels";
+    *block = *per_sm = 0;
+    if (s) {
+        const char *colon = strchr(s, ':');
+        size_t len = colon ? (size_t)(colon - s) : strlen(s);
+        if (len >= sizeof(name)) len = sizeof(name) - 1;
+        memcpy(name, s, len);
+        name[len] = 0;
+        if (colon) {
+            char *end;
+            long b = strtol(colon + 1, &end, 10), n = *end == 'x' ? strtol(end + 1, &end, 10) : 0;
+            if (*end || (b != 128 && b != 256) || n < 1 || n > 5)
+                return base_diag_add(d, KILN_ERR_INVALID_ARG,
+                                     "schedule '%s': the configuration after ':' is BLOCKxN, BLOCK 128 or 256 threads, "
+                                     "N 1..5 blocks per multiprocessor (mono:256x2)",
+                                     s);
+            *block = (int)b;
+            *per_sm = (int)n;
+        }
+    }
+    *waits = strcmp(name, "mono") == 0;
+    *unmerged = strcmp(name, "mono-unmerged") == 0;
+    *mono = *waits || *unmerged || strcmp(name, "mono-barriers") == 0;
+    if (!*mono && strcmp(name, "kernels") != 0)
         return base_diag_add(d, KILN_ERR_INVALID_ARG,
                              "unknown schedule '%s' (kernels, mono, mono-barriers or mono-unmerged)", s);
+    if (!*mono && *block)
+        return base_diag_add(d, KILN_ERR_INVALID_ARG, "schedule '%s': only the mono schedules take a BLOCKxN", s);
     return KILN_OK;
 }
 
@@ -848,10 +875,11 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     if (st == KILN_OK) st = convert_weights(&e, out);
     if (st == KILN_OK && o->tune)
         st = cg_tuner_open(&e, out->weights ? out->weights : o->weights, &e.tuner, d);
-    if (st == KILN_OK) st = parse_schedule(o->schedule, &pr.mono, &pr.waits, &pr.unmerged, d);
+    int want_block = 0, per_sm = 0;
+    if (st == KILN_OK) st = parse_schedule(o->schedule, &pr.mono, &pr.waits, &pr.unmerged, &want_block, &per_sm, d);
     if (pr.mono) {
-        if (!e.want_block) e.want_block = mono_block(p);
-        pr.blocks_per_sm = MONO_BLOCKS_PER_SM;
+        e.want_block = want_block ? want_block : mono_block(p);
+        pr.blocks_per_sm = per_sm ? per_sm : MONO_BLOCKS_PER_SM;
         /* every rOperator within its share of a multiprocessor's shared memory
          * (of which each resident block also costs 1 KB the system keeps) */
         int share = (e.gpu.smem_per_block_optin + 1024) / pr.blocks_per_sm - 1024;
