@@ -600,7 +600,31 @@ static __device__ __forceinline__ kg_u64 kg_wg_operand(unsigned tile, int kmajor
     return kg_wg_desc(tile + (row0 / 64) * bk * 128 + j * 2048, bk * 128, 1024, 1);
 }
 
+/* Issues and commits one k-tile's MMAs: bk / 16 steps of this warpgroup's
+ * 64 rows (of the tiles at sa and sb) into d. */
+static __device__ __forceinline__ void kg_wg_ktile(float *d, const kg_gemm_args *g, unsigned sa, unsigned sb, int wg,
+                                                   const int bn, const int bk)
+{
+    const int a_kmaj = g->la == KG_GEMM_KMAJOR, b_kmaj = g->lb == KG_GEMM_KMAJOR;
+    kg_wg_arrive();
+#pragma unroll
+    for (int j = 0; j < bk / 16; j++)
+        kg_wgmma(d, kg_wg_operand(sa, a_kmaj, wg * 64, j, bk), kg_wg_operand(sb, b_kmaj, 0, j, bk), bn, g->dt_a,
+                 !a_kmaj, !b_kmaj);
+    kg_wg_commit();
+}
+
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
+
+/* What the sm_80 image runs for kg_gemm_wg and kg_gemm_wgt: the bm / 16
+ * warps as kg_gemm_tc warp tiles of at most 64 x 64, 4 along n (2 for
+ * narrow tiles of one warpgroup), the rest along m. */
+static __device__ __forceinline__ void kg_gemm_wg_on_tc(const kg_gemm_args *g, int tm, int tn, const int bm,
+                                                        const int bn)
+{
+    const int warps = bm / 16, wn_warps = warps >= 8 || bn > 128 ? 4 : 2;
+    kg_gemm_tc(g, tm, tn, bm, bn, 32, bm / (warps / wn_warps), bn / wn_warps, 1, 3);
+}
 
 /*
  * C tile (tm, tn) of g with Hopper's warpgroup MMA (wgmma, sm_90a): bm / 64
@@ -623,7 +647,6 @@ static __device__ __forceinline__ void kg_gemm_wg(const kg_gemm_args *g, int tm,
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     const int n_threads = bm / 64 * 128;
     const int a_bytes = bm * bk * 2, b_bytes = bn * bk * 2;
-    const int a_kmaj = g->la == KG_GEMM_KMAJOR, b_kmaj = g->lb == KG_GEMM_KMAJOR;
     const int wg = threadIdx.x >> 7, wq = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     const int m0 = tm * bm, n0 = tn * bn;
     const int k_tiles = (g->k + bk - 1) / bk;
@@ -649,13 +672,7 @@ static __device__ __forceinline__ void kg_gemm_wg(const kg_gemm_args *g, int tm,
         /* the MMAs first, so the tensor cores get them at once; then, while
          * they run, the copies into the stage of kt - 2, whose MMAs every
          * warpgroup has waited for before the barrier */
-        const unsigned sa = smem + cs * a_bytes, sb = smem_b + cs * b_bytes;
-        kg_wg_arrive();
-#pragma unroll
-        for (int j = 0; j < bk / 16; j++)
-            kg_wgmma(d, kg_wg_operand(sa, a_kmaj, wg * 64, j, bk), kg_wg_operand(sb, b_kmaj, 0, j, bk), bn, g->dt_a,
-                     !a_kmaj, !b_kmaj);
-        kg_wg_commit();
+        kg_wg_ktile(d, g, smem + cs * a_bytes, smem_b + cs * b_bytes, wg, bn, bk);
         if (kt + stages - 2 < k_tiles)
             kg_gemm_load_ab(g, smem + ls * a_bytes, smem_b + ls * b_bytes, m0, n0, kt + stages - 2, bm, bn, bk,
                             n_threads, 1);
@@ -680,10 +697,7 @@ static __device__ __forceinline__ void kg_gemm_wg(const kg_gemm_args *g, int tm,
         }
     __syncthreads();
 #else
-    /* the bm / 16 warps as kg_gemm_tc warp tiles of at most 64 x 64: 4
-     * along n (2 for narrow tiles of one warpgroup), the rest along m */
-    const int warps = bm / 16, wn_warps = warps >= 8 || bn > 128 ? 4 : 2;
-    kg_gemm_tc(g, tm, tn, bm, bn, 32, bm / (warps / wn_warps), bn / wn_warps, 1, 3);
+    kg_gemm_wg_on_tc(g, tm, tn, bm, bn);
 #endif
 }
 
@@ -828,7 +842,6 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     const int bk = 64, n_warps = bm / 64 * 4;
     const int a_bytes = bm * bk * 2, b_bytes = bn * bk * 2;
-    const int a_kmaj = g->la == KG_GEMM_KMAJOR, b_kmaj = g->lb == KG_GEMM_KMAJOR;
     const int wg = threadIdx.x >> 7, wq = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     const int m0 = tm * bm, n0 = tn * bn;
     const int k_tiles = (g->k + bk - 1) / bk;
@@ -855,13 +868,7 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
     for (int kt = 0; kt < k_tiles; kt++) {
         const int cs = kt % stages;
         kg_mbar_wait(full + 8 * cs, (unsigned)(kt / stages) & 1u);
-        const unsigned sa = smem + cs * a_bytes, sb = smem_b + cs * b_bytes;
-        kg_wg_arrive();
-#pragma unroll
-        for (int j = 0; j < bk / 16; j++)
-            kg_wgmma(d, kg_wg_operand(sa, a_kmaj, wg * 64, j, bk), kg_wg_operand(sb, b_kmaj, 0, j, bk), bn, g->dt_a,
-                     !a_kmaj, !b_kmaj);
-        kg_wg_commit();
+        kg_wg_ktile(d, g, smem + cs * a_bytes, smem_b + cs * b_bytes, wg, bn, bk);
         kg_wg_wait(1);
         kg_wg_fence_acc(d, bn / 2);
         if (kt > 0) {
@@ -894,8 +901,7 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
     /* the next rTask re-initialises the barriers and refills the stages */
     __syncthreads();
 #else
-    const int warps = bm / 16, wn_warps = warps >= 8 || bn > 128 ? 4 : 2;
-    kg_gemm_tc(g, tm, tn, bm, bn, 32, bm / (warps / wn_warps), bn / wn_warps, 1, 3);
+    kg_gemm_wg_on_tc(g, tm, tn, bm, bn);
 #endif
 }
 
