@@ -37,9 +37,31 @@ const char *sched_group_kind_name(sched_group_kind k)
     return (unsigned)k < SCHED_GROUP_KIND_COUNT ? names[k] : "?";
 }
 
+static bool transpose_perm(const ir_node *n, int *perm);
+
+/* A Transpose that moves only dims of extent 1 past the others (ViT's
+ * [1, 197, 768] -> [197, 1, 768]) leaves every element at its offset. */
+static bool transpose_keeps_layout(const ir_node *n)
+{
+    const ir_value *x = n->in[0], *y = n->n_out ? n->out[0] : NULL;
+    int perm[IR_MAX_RANK];
+    if (!x || !y || !x->shape_known || !y->shape_known || !transpose_perm(n, perm)) return false;
+    int last = -1;
+    for (int i = 0; i < x->t.rank; i++) {
+        if (x->t.dims[perm[i]] == 1) continue;
+        if (perm[i] < last) return false;
+        last = perm[i];
+    }
+    return true;
+}
+
 static sched_group_kind kind_of(const ir_node *n)
 {
     switch (n->op) {
+    case KILN_OP_TRANSPOSE:
+        /* an alias when the order in memory stays (below), else a move */
+        if (!n->out[0]->is_output && transpose_keeps_layout(n)) return SCHED_GROUP_ALIAS;
+        return SCHED_GROUP_MOVE;
     case KILN_OP_CONV: return SCHED_GROUP_CONV;
     case KILN_OP_MAT_MUL: case KILN_OP_GEMM: return SCHED_GROUP_GEMM;
     case KILN_OP_MAX_POOL: case KILN_OP_AVERAGE_POOL: return SCHED_GROUP_POOL;
@@ -49,7 +71,8 @@ static sched_group_kind kind_of(const ir_node *n)
     case KILN_OP_RESHAPE: case KILN_OP_FLATTEN: case KILN_OP_SQUEEZE: case KILN_OP_UNSQUEEZE:
     case KILN_OP_IDENTITY: case KILN_OP_DROPOUT:
         /* The output shares the input's memory, unless it is a graph output
-         * (the caller's buffer) or a Dropout mask is wanted: then a copy. */
+         * (the caller's buffer) or a Dropout mask is wanted: then a copy. So
+         * does a Transpose that keeps the order in memory (above). */
         if (n->out[0]->is_output || (n->n_out > 1 && n->out[1])) return SCHED_GROUP_MOVE;
         return SCHED_GROUP_ALIAS;
     default:

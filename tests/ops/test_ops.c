@@ -172,6 +172,7 @@ typedef struct tc {
     char desc[512];             /* attributes and other choices, for the report */
     int want_groups;            /* > 0: the groups the partition must make (a case that tests a fusion) */
     unsigned want_patterns;     /* PASS_PATTERN_* the target must have for want_groups to apply */
+    int want_moves;             /* >= 0: the move groups (copies) the partition must make; -1: any */
     void *keep[MAX_KEEP];       /* names and initializer data, freed with the case */
     int n_keep;
     int n_nodes;
@@ -2237,6 +2238,24 @@ static void b_matmul_large(tc *c)
     tc_out(c, "y");
 }
 
+/* A Transpose that only moves dims of extent 1 (ViT's [1, S, E] -> [S, 1,
+ * E]) between computed values: it shares its input's memory, no copy.
+ * Variant 3 also moves a dim of extent > 1, which must copy. */
+static void b_transpose_unit_dims(tc *c)
+{
+    int64_t S = rint_(c, 2, 40), E = rint_(c, 2, 33);
+    int64_t d[4] = {1, S, 1, E};
+    tc_input(c, "x", KILN_F32, 4, d, G_NORMAL);
+    tc_node(c, "Relu", "x", "r");
+    static const int64_t perms[4][4] = {{1, 0, 2, 3}, {1, 2, 0, 3}, {0, 2, 1, 3}, {3, 1, 0, 2}};
+    ais(c, tc_node(c, "Transpose", "r", "t"), "perm", 4, perms[c->variant & 3]);
+    tc_node(c, "Sigmoid", "t", "y");
+    tc_note(c, "perm %lld%lld%lld%lld", (long long)perms[c->variant & 3][0], (long long)perms[c->variant & 3][1],
+            (long long)perms[c->variant & 3][2], (long long)perms[c->variant & 3][3]);
+    tc_out(c, "y");
+    c->want_moves = c->variant == 3 ? 1 : 0;
+}
+
 /* Contractions whose operands are computed (in the arena) or constants (in
  * the weights): on sm_90 the tensor-memory-accelerator template takes them
  * (model inputs, whose addresses change per run, are not). Extents that
@@ -2723,6 +2742,7 @@ static const op_case case_table[] = {
     CASE("GlobalAveragePool", b_global_avgpool),
     /* data movement */
     CASE("Transpose", b_transpose),
+    CASE("Transpose/unit_dims_alias", b_transpose_unit_dims),
     CASE("Concat", b_concat),
     CASE_OP("Split", b_split, "Split", 13),
     CASE_OP("Split/num_outputs", b_split18, "Split", 18),
@@ -2808,6 +2828,7 @@ static void build_model(const op_case *cs, int variant, tc *c, void **buf, size_
     memset(c, 0, sizeof(*c));
     c->cs = cs;
     c->variant = variant;
+    c->want_moves = -1;
     c->r.s = hash_str(seed * 0x9e3779b97f4a7c15ull + (uint64_t)variant * 7919u, cs->name);
     c->mb = calloc(1, sizeof(mb_model));
     if (!c->mb) abort();
@@ -2936,6 +2957,11 @@ static int run_shape(const op_case *cs, int variant, int n_threads, char *why, s
     *fallback_nodes = rep.n_fallback_nodes;
     int n_groups = 0;
     for (int k = 0; k < SCHED_GROUP_KIND_COUNT; k++) n_groups += rep.n_groups_by_kind[k];
+    if (c.want_moves >= 0 && rep.n_groups_by_kind[SCHED_GROUP_MOVE] != c.want_moves) {
+        snprintf(why, n_why, "%s %s: %d move groups (copies); the case wants %d", ins, c.desc,
+                 rep.n_groups_by_kind[SCHED_GROUP_MOVE], c.want_moves);
+        goto out;
+    }
     if (c.want_groups > 0 && (tgt->patterns & c.want_patterns) == c.want_patterns && n_groups != c.want_groups) {
         snprintf(why, n_why, "%s %s: %d groups; the fusion the case tests leaves %d", ins, c.desc, n_groups,
                  c.want_groups);
