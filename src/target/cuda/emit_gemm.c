@@ -257,6 +257,14 @@ static const gemm_cfg wg_table[] = {
     {GEMM_WG, 64, 128, 32, 0, 0, 1, 6, 1}, {GEMM_WG, 64, 64, 64, 0, 0, 1, 4, 1}, {GEMM_WG, 64, 64, 64, 0, 0, 1, 6, 1},
 };
 
+/* Deeper pipelines only the TMA template takes (no thread issues the
+ * copies, so their number costs nothing): a short M's whole K in flight at
+ * once (BERT at batch 1: 12 k-tiles of 64). */
+static const gemm_cfg wgt_deep_table[] = {
+    {GEMM_WGT, 64, 64, 64, 0, 0, 1, 8, 1}, {GEMM_WGT, 64, 64, 64, 0, 0, 1, 12, 1},
+    {GEMM_WGT, 64, 128, 64, 0, 0, 1, 8, 1}, {GEMM_WGT, 128, 64, 64, 0, 0, 1, 8, 1},
+};
+
 static const gemm_cfg simt_table[] = {
     {GEMM_SIMT, 128, 128, 8, 0, 0, 1, 2, 1}, {GEMM_SIMT, 128, 64, 8, 0, 0, 1, 2, 1},
     {GEMM_SIMT, 64, 128, 8, 0, 0, 1, 2, 1}, {GEMM_SIMT, 64, 64, 8, 0, 0, 1, 2, 1},
@@ -264,7 +272,8 @@ static const gemm_cfg simt_table[] = {
 };
 
 #define MAX_CANDS                                                                                      \
-    ((int)(KILN_COUNT(tc_table) * (1 + KILN_COUNT(split_cands)) + 2 * KILN_COUNT(wg_table) + KILN_COUNT(simt_table)))
+    ((int)(KILN_COUNT(tc_table) * (1 + KILN_COUNT(split_cands)) + 2 * KILN_COUNT(wg_table) +                        \
+           KILN_COUNT(wgt_deep_table) + KILN_COUNT(simt_table)))
 
 static int cfg_threads(const gemm_cfg *c)
 {
@@ -323,8 +332,8 @@ static int add_splits(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *cands,
  * list. */
 static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *out)
 {
-    const gemm_cfg *tables[3] = {simt_table, NULL, NULL};
-    int sizes[3] = {(int)KILN_COUNT(simt_table), 0, 0}, n = 0;
+    const gemm_cfg *tables[4] = {simt_table, NULL, NULL, NULL};
+    int sizes[4] = {(int)KILN_COUNT(simt_table), 0, 0, 0}, n = 0;
     bool hopper = gpu->sm_major == 9, tma = hopper && g->tma;
     if (g->tc && hopper) {
         tables[0] = tma ? wg_table : NULL; /* as GEMM_WGT */
@@ -333,12 +342,14 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *o
         sizes[1] = (int)KILN_COUNT(wg_table);
         tables[2] = tc_table;
         sizes[2] = (int)KILN_COUNT(tc_table);
+        tables[3] = tma ? wgt_deep_table : NULL;
+        sizes[3] = tma ? (int)KILN_COUNT(wgt_deep_table) : 0;
     } else if (g->tc) {
         tables[0] = tc_table;
         sizes[0] = (int)KILN_COUNT(tc_table);
     }
     int64_t m_fit = KILN_MAX(32, g->m), n_fit = KILN_MAX(32, g->n);
-    for (int t = 0; t < 3; t++)
+    for (int t = 0; t < 4; t++)
         for (int i = 0; i < sizes[t]; i++) {
             gemm_cfg c = tables[t][i];
             if (tma && t == 0) {
