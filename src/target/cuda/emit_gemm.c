@@ -419,20 +419,22 @@ static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *
     int n_sms = gpu->n_sms > 0 ? gpu->n_sms : 132;
     int threads = cfg_threads(c), smem = cfg_smem(c);
     int regs, in_flight;
-    double rate;
+    double rate, copy_latency = latency;
     if (c->kind == GEMM_SIMT) {
         regs = 160;
         rate = 128.0 * 0.6;
         in_flight = 1;
     } else if (c->kind == GEMM_WGT) {
-        /* the copies cost the threads nothing and run a stage further ahead;
-         * two warpgroups keep the tensor cores busy down to 128 x 128 tiles,
-         * one does not (fitted on an H200) */
+        /* the copies cost the threads nothing and run a stage further ahead,
+         * but a tensor copy takes longer to land (deep pipelines pay off for
+         * a short M); two warpgroups keep the tensor cores busy down to
+         * 128 x 128 tiles, one does not (fitted on an H200) */
         regs = c->bn / 2 + 90;
         double eff = c->bm >= 128 ? (c->bn >= 128 ? (c->bm > 128 ? 0.95 : 1.0) : 0.8)
-                                  : (c->bn >= 256 ? 0.6 : c->bn >= 128 ? 0.54 : 0.5);
+                                  : (c->bn >= 256 ? 0.6 : c->bn >= 128 ? 0.54 : 0.66);
         rate = 2000.0 * eff;
         in_flight = c->stages - 1;
+        copy_latency = 2.0 * latency;
     } else if (c->kind == GEMM_WG) {
         regs = c->bn / 2 + 90;
         rate = 1800.0 * (c->bn >= 192 ? 1.0 : c->bn >= 128 ? 0.75 : 0.65) * (c->bm >= 128 ? 1.0 : 1.1);
@@ -451,7 +453,7 @@ static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *
     double per_sm = ceil(tiles / n_sms), resident = KILN_MIN((double)bps, per_sm);
     double k_tiles = (double)cdiv(cdiv(g->k, c->bk), c->splits), work = (double)c->bm * c->bn * c->bk;
     double t_compute = per_sm * k_tiles * work / rate;
-    double t_latency = ceil(per_sm / resident) * k_tiles * fmax(work / rate, latency / in_flight);
+    double t_latency = ceil(per_sm / resident) * k_tiles * fmax(work / rate, copy_latency / in_flight);
     double esize = g->sa == KILN_F32 ? 4.0 : 2.0;
     double l2 = (double)cfg_tiles(g, c) * (double)(c->bm + c->bn) * (double)g->k * esize;
     double dram = (double)g->n_batch * ((double)g->m * g->k + (double)g->k * g->n + 2.0 * (double)g->m * g->n) * esize;
