@@ -585,7 +585,8 @@ static int parse_args(const char *cmd, int argc, char **argv, cli_args *a)
         else if (strcmp(x, "--profile-top") == 0 && has_val) {
             char *end;
             long v = strtol(argv[++i], &end, 10);
-            if (*end || end == argv[i] || v < 0 || v > 1000000) return usage_error(cmd, "bad --profile-top '%s'", argv[i]);
+            if (*end || end == argv[i] || v < 0 || v > 1000000)
+                return usage_error(cmd, "bad --profile-top '%s'", argv[i]);
             a->profile = true;
             a->profile_top = (int)v;
         } else if (x[0] == '-') return usage_error(cmd, "unknown option or missing value '%s'", x);
@@ -1170,7 +1171,8 @@ static int cmd_bench(int argc, char **argv)
             printf("bench %s (%s)\n", a.path, where(rm, wbuf, sizeof(wbuf)));
             if (a.profile) print_profile(rm, &a, ins, outs, &d);
             if (compiled) printf("  compile      %.2f s (%d nodes in fallback segments)\n", rep.seconds_total, rep.n_fallback_nodes);
-            printf("  first run    %.3f ms\n  latency      min %.3f  median %.3f  p90 %.3f  p99 %.3f ms (%d runs after %d warm-up%s)\n"
+            printf("  first run    %.3f ms\n"
+                   "  latency      min %.3f  median %.3f  p90 %.3f  p99 %.3f ms (%d runs after %d warm-up%s)\n"
                    "  throughput   %.1f inferences/s\n  peak memory  %.1f MB resident (arena %.2f MB)\n",
                    first * 1e3, mn * 1e3, med * 1e3, p90 * 1e3, p99 * 1e3, n, a.warmup,
                    a.device_io ? "; inputs and outputs in device memory" : "", 1.0 / med, peak_mb,

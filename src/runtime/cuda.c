@@ -320,8 +320,8 @@ kiln_status rt_cuda_fill_tmaps(CUmodule m, const struct rt_gtmap *maps, int n, C
         return base_diag_add(d, KILN_ERR_INVALID_MODEL, "the program has %d tensor maps but its module no kg_tmaps", n);
     KILN_TRY(KILN_CU_CHECK(d, r));
     if (bytes != (size_t)n * sizeof(CUtensorMap))
-        return base_diag_add(d, KILN_ERR_INVALID_MODEL, "the module's kg_tmaps has %zu bytes, not %d tensor maps", bytes,
-                             n);
+        return base_diag_add(d, KILN_ERR_INVALID_MODEL, "the module's kg_tmaps has %zu bytes, not %d tensor maps",
+                             bytes, n);
     CUtensorMap *enc = base_calloc((size_t)n, sizeof(CUtensorMap));
     if (!enc) return base_diag_add(d, KILN_ERR_OOM, "out of memory for %d tensor maps", n);
     kiln_status st = KILN_OK;

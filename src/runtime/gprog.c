@@ -293,7 +293,8 @@ bool rt_gtmap_check(const rt_gtmap *m, uint64_t space_bytes, const char **why)
     if (m->space != 0 && m->space != 1) *why = "its space is neither 0 (the arena) nor 1 (the weights)";
     else if (m->dtype != KILN_GPREC_FP16 && m->dtype != KILN_GPREC_BF16) *why = "its dtype is not fp16 or bf16";
     else if (m->dim0 < 1 || m->dim1 < 1 || m->dim0 > lim || m->dim1 > lim) *why = "a dimension is 0 or too large";
-    else if (m->stride1 % 16 || m->stride1 < m->dim0 * 2 || m->stride1 > lim) *why = "its stride is not a multiple of 16 bytes at least a row long";
+    else if (m->stride1 % 16 || m->stride1 < m->dim0 * 2 || m->stride1 > lim)
+        *why = "its stride is not a multiple of 16 bytes at least a row long";
     else if (m->offset % 16) *why = "its offset is not 16-byte aligned";
     else if (m->box0 < 8 || m->box0 > 64 || m->box0 % 8 || m->box1 < 1 || m->box1 > 256)
         *why = "its box is not 8..64 (a multiple of 8) by 1..256 elements";

@@ -1169,7 +1169,8 @@ static void b_attention_nan_guard(tc *c)
     tc_node(c, "Where", "isnan,zero,p", "pg");
     tc_node(c, "MatMul", "pg,vt", "o");
     ais(c, tc_node(c, "Transpose", "o", "y"), "perm", 4, (int64_t[]){0, 2, 1, 3});
-    tc_note(c, "%s", (const char *[]){"mask", "a fully masked row", "NaN in q, +inf in the mask", "no mask"}[c->variant & 3]);
+    static const char *what[] = {"mask", "a fully masked row", "NaN in q, +inf in the mask", "no mask"};
+    tc_note(c, "%s", what[c->variant & 3]);
     tc_out(c, "y");
     c->want_patterns = PASS_PATTERN_ATTENTION;
     c->want_groups = 1;

@@ -200,8 +200,9 @@ static kiln_status gemm_analyse(cg_emitter *e, const sched_group *grp, gemm_prob
                                  ir_node_label(n, lb, sizeof(lb)));
     }
     g->tc = gemm_tc_ok(g);
-    g->tma = g->tc && g->n_batch == 1 && g->m > 0 && g->n > 0 && g->k > 0 && cg_tmap_space(e, g->a, &g->space_a, &g->off_a) &&
-             cg_tmap_space(e, g->b, &g->space_b, &g->off_b) && g->off_a % 16 == 0 && g->off_b % 16 == 0;
+    g->tma = g->tc && g->n_batch == 1 && g->m > 0 && g->n > 0 && g->k > 0 &&
+             cg_tmap_space(e, g->a, &g->space_a, &g->off_a) && cg_tmap_space(e, g->b, &g->space_b, &g->off_b) &&
+             g->off_a % 16 == 0 && g->off_b % 16 == 0;
     return KILN_OK;
 }
 
