@@ -15,7 +15,8 @@
  *
  * An artifact compiled with --target cuda loads the same way and runs on
  * the GPU ($KILN_DEVICE, else device 0): kiln_rt_run copies host buffers in
- * and out; kiln_rt_run_device takes device pointers and copies nothing:
+ * and out; kiln_rt_run_device takes device pointers (16-byte aligned, as
+ * cudaMalloc's are) and copies nothing:
  *
  *     void *d_in[1] = {(void *)d_image};    // CUdeviceptr, cudaMalloc'd, filled and synchronized
  *     void *d_out[1] = {(void *)d_logits};

@@ -655,6 +655,17 @@ kiln_status kiln_rt_run_device(kiln_rt_model *m, const void *const *inputs, void
         return set_error(KILN_ERR_UNSUPPORTED,
                          "kiln_rt_run_device: the model is for target '%s', which runs on host memory: use kiln_rt_run",
                          m->art.desc.target);
+    /* the kernels move 16 bytes at a time (vector loads and stores, tensor copies) */
+    const rt_artifact_desc *a = &m->art.desc;
+    for (int i = 0; i < a->n_inputs + a->n_outputs; i++) {
+        bool in = i < a->n_inputs;
+        const void *p = in ? inputs[i] : outputs[i - a->n_inputs];
+        if ((uintptr_t)p % 16)
+            return set_error(KILN_ERR_INVALID_ARG,
+                             "kiln_rt_run_device: the device pointer of %s '%s' is not 16-byte aligned (as cudaMalloc's "
+                             "are)",
+                             in ? "input" : "output", in ? a->inputs[i].name : a->outputs[i - a->n_inputs].name);
+    }
     if (atomic_exchange(&m->running, true))
         return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_run_device: the model is already running (one run at a time)");
     kiln_status st = run_gpu(m, inputs, outputs, true);

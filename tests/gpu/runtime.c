@@ -552,6 +552,10 @@ static void test_fault(const images *im)
     check(dx && dy && kiln_rt_run_device(m, din, dout) == KILN_ERR_INVALID_ARG &&
               strstr(kiln_rt_last_error(), "launch 1"),
           "a fault in a run with device pointers");
+    const void *din_odd[1] = {(const void *)(uintptr_t)(dx + 4)};
+    check(kiln_rt_run_device(m, din_odd, dout) == KILN_ERR_INVALID_ARG &&
+              strstr(kiln_rt_last_error(), "is not 16-byte aligned"),
+          "a device pointer that is not 16-byte aligned is refused before anything runs");
     rt_cuda_free(dx);
     rt_cuda_free(dy);
     kiln_rt_free(m);
