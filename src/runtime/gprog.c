@@ -327,6 +327,9 @@ kiln_status rt_gprog_decode(const void *buf, size_t n, rt_gprog *out, base_diag 
     rd r = {.p = buf, .n = buf ? n : 0, .d = d};
     const uint8_t *magic = rd_take(&r, 8, "magic");
     if (!magic) return r.st;
+    if (memcmp(magic, "KGPROG", 6) == 0 && magic[6] >= '1' && magic[6] < KILN_GPROG_MAGIC[6] && !magic[7])
+        return rd_fail(&r, "format %c, from an older kiln (this one reads format %c): compile the model again",
+                       magic[6], KILN_GPROG_MAGIC[6]);
     if (memcmp(magic, KILN_GPROG_MAGIC, 8) != 0)
         return rd_fail(&r, "bad magic (expected \"%s\"): not a cuda program", KILN_GPROG_MAGIC);
     uint64_t prec = rd_uint(&r, 4, "precision");

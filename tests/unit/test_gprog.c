@@ -229,6 +229,9 @@ UNIT_TEST(gprog_targeted_corruptions)
     b[3] = 'X';
     EXPECT_REJECT(b, n, "bad magic");
     FRESH();
+    b[6] = '1'; /* KGPROG1: before tensor maps */
+    EXPECT_REJECT(b, n, "format 1, from an older kiln (this one reads format 2): compile the model again");
+    FRESH();
     put(b + 8, 3, 4);
     EXPECT_REJECT(b, n, "unknown precision 3");
     FRESH();
