@@ -259,14 +259,15 @@ static int print_help(const char *cmd)
 
 static bool is_help(const char *a) { return strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0; }
 
-/* A schedule's name, without the mono schedules' ":BLOCKxN" (the compiler
- * checks that part). */
-static bool known_schedule(const char *s)
+/* Whether the cuda target takes schedule s; else why, in why. */
+static bool known_schedule(const char *s, char *why, size_t n)
 {
-    size_t n = strcspn(s, ":");
-    bool mono = (n == 4 && strncmp(s, "mono", 4) == 0) || (n == 13 && strncmp(s, "mono-barriers", 13) == 0) ||
-                (n == 13 && strncmp(s, "mono-unmerged", 13) == 0);
-    return mono || strcmp(s, "kernels") == 0;
+    base_diag d;
+    base_diag_init(&d);
+    bool ok = target_cuda_check_schedule(s, &d) == KILN_OK;
+    if (!ok) snprintf(why, n, "%s", base_diag_text(&d));
+    base_diag_free(&d);
+    return ok;
 }
 
 /* ---- shared: loading and shapes --------------------------------------------------------- */
@@ -406,8 +407,11 @@ static int cmd_inspect(int argc, char **argv)
         if (is_help(argv[i])) return print_help("inspect");
         if (strcmp(argv[i], "--schedule") == 0 && i + 1 < argc) {
             schedule = argv[++i];
-            if (!known_schedule(schedule))
-                return usage_error("inspect", "bad --schedule '%s' (want kernels, mono, mono-barriers or mono-unmerged)", schedule);
+            char why[512], msg[700];
+            if (!known_schedule(schedule, why, sizeof(why))) {
+                snprintf(msg, sizeof(msg), "bad --schedule '%s': %s", schedule, why);
+                return usage_error("inspect", "%s", msg);
+            }
             continue;
         }
         if (strcmp(argv[i], "--precision") == 0 && i + 1 < argc) {
@@ -598,8 +602,8 @@ static int parse_args(const char *cmd, int argc, char **argv, cli_args *a)
     if (a->precision && strcmp(a->precision, "fp32") != 0 && strcmp(a->precision, "fp16") != 0 &&
         strcmp(a->precision, "bf16") != 0)
         return usage_error(cmd, "unknown precision '%s' (fp32, fp16 or bf16)", a->precision);
-    if (a->schedule && !known_schedule(a->schedule))
-        return usage_error(cmd, "unknown schedule '%s' (kernels, mono, mono-barriers or mono-unmerged)", a->schedule);
+    char why[512];
+    if (a->schedule && !known_schedule(a->schedule, why, sizeof(why))) return usage_error(cmd, "%s", why);
     if (a->device_io && a->target && strcmp(a->target, "cuda") != 0)
         return usage_error(cmd, "%s", "--device-io needs --target cuda (or a cuda artifact)");
     if ((a->precision || a->tune || a->schedule) && !(a->target && strcmp(a->target, "cuda") == 0))
@@ -1084,7 +1088,9 @@ static kiln_status dev_io_open(kiln_rt_model *rm, const ir_tensor *ins, dev_io *
     memset(io, 0, sizeof(*io));
     if (strcmp(kiln_rt_target(rm), "cuda") != 0)
         return base_diag_add(d, KILN_ERR_INVALID_ARG, "--device-io needs a model compiled for the cuda target");
-    KILN_TRY(rt_cuda_ctx_init(0, &io->ctx, d));
+    int dev;
+    KILN_TRY(rt_cuda_run_device(&dev, d)); /* the model's device */
+    KILN_TRY(rt_cuda_ctx_init(dev, &io->ctx, d));
     io->have_ctx = true;
     int n_in = kiln_rt_num_inputs(rm), n_out = kiln_rt_num_outputs(rm);
     for (int i = 0; i < n_in; i++) {

@@ -15,6 +15,7 @@
 #include <elf.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Every entry point and the symbol the driver exports it under. */
@@ -305,6 +306,19 @@ kiln_status rt_cuda_module_function(CUmodule m, const char *name, CUfunction *ou
     if (r == CUDA_ERROR_NOT_FOUND)
         return base_diag_add(d, KILN_ERR_INVALID_ARG, "the module has no kernel '%s' (is it extern \"C\"?)", name);
     return KILN_CU_CHECK(d, r);
+}
+
+kiln_status rt_cuda_run_device(int *dev, base_diag *d)
+{
+    *dev = 0;
+    const char *env = getenv("KILN_DEVICE");
+    if (!env || !env[0]) return KILN_OK;
+    char *end;
+    long v = strtol(env, &end, 10);
+    if (*end || v < 0 || v > 4096)
+        return base_diag_add(d, KILN_ERR_INVALID_ARG, "KILN_DEVICE='%s' is not a device number", env);
+    *dev = (int)v;
+    return KILN_OK;
 }
 
 kiln_status rt_cuda_fill_tmaps(CUmodule m, const struct rt_gtmap *maps, int n, CUdeviceptr arena,

@@ -193,6 +193,9 @@ typedef struct rt_cuda_ctx {
     CUcontext ctx;
 } rt_cuda_ctx;
 
+/* The device artifacts run on: $KILN_DEVICE, else 0 (not checked against
+ * the devices there are). */
+kiln_status rt_cuda_run_device(int *dev, base_diag *d);
 /* Opens the driver if needed. OUT: *out, free with rt_cuda_ctx_free. */
 kiln_status rt_cuda_ctx_init(int dev, rt_cuda_ctx *out, base_diag *d);
 void rt_cuda_ctx_free(rt_cuda_ctx *c);

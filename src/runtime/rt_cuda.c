@@ -590,25 +590,11 @@ static kiln_status plan_pieces(rt_gpu *g, base_diag *d)
     return KILN_OK;
 }
 
-/* The device ordinal: $KILN_DEVICE, else 0. */
-static kiln_status choose_device(int *dev, base_diag *d)
-{
-    *dev = 0;
-    const char *env = getenv("KILN_DEVICE");
-    if (!env || !env[0]) return KILN_OK;
-    char *end;
-    long v = strtol(env, &end, 10);
-    if (*end || v < 0 || v > 4096)
-        return base_diag_add(d, KILN_ERR_INVALID_ARG, "KILN_DEVICE='%s' is not a device number", env);
-    *dev = (int)v;
-    return KILN_OK;
-}
-
 /* Opens the device and picks the image built for it. */
 static kiln_status open_device(rt_gpu *g, rt_cuda_device *info, const rt_gimage **image, base_diag *d)
 {
     int dev;
-    KILN_TRY(choose_device(&dev, d));
+    KILN_TRY(rt_cuda_run_device(&dev, d));
     base_diag sub;
     base_diag_init(&sub);
     kiln_status st = rt_cuda_open(&sub);

@@ -72,4 +72,8 @@ const target *target_lookup(const char *name);
 extern const target target_c;
 extern const target target_cuda;
 
+/* KILN_OK when `schedule` is one target_cuda takes (target_options.schedule),
+ * else KILN_ERR_INVALID_ARG with what it takes in d. */
+kiln_status target_cuda_check_schedule(const char *schedule, base_diag *d);
+
 #endif

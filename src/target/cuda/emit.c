@@ -312,11 +312,11 @@ static kiln_status convert_weights(cg_emitter *e, target_output *out)
     return KILN_OK;
 }
 
-/* kernels (NULL too), mono (counter waits), mono-barriers, or
- * mono-unmerged (a barrier after every group: the ablation's base). */
-/* The schedule's name, and for the mono ones an optional kernel-wide
- * configuration ":BLOCKxN" (mono:256x2: 256 threads a block, 2 blocks per
- * multiprocessor); *block and *per_sm stay 0 without it. */
+/* The schedule: kernels (NULL too), mono (counter waits), mono-barriers,
+ * or mono-unmerged (a barrier after every group: the ablation's base); a
+ * mono one may carry a kernel-wide configuration ":BLOCKxN" (mono:256x2:
+ * 256 threads a block, 2 blocks per multiprocessor), else *block and
+ * *per_sm stay 0. */
 static kiln_status parse_schedule(const char *s, bool *mono, bool *waits, bool *unmerged, int *block, int *per_sm,
                                   base_diag *d)
 {
@@ -349,6 +349,13 @@ static kiln_status parse_schedule(const char *s, bool *mono, bool *waits, bool *
     if (!*mono && *block)
         return base_diag_add(d, KILN_ERR_INVALID_ARG, "schedule '%s': only the mono schedules take a BLOCKxN", s);
     return KILN_OK;
+}
+
+kiln_status target_cuda_check_schedule(const char *schedule, base_diag *d)
+{
+    bool mono, waits, unmerged;
+    int block, per_sm;
+    return parse_schedule(schedule, &mono, &waits, &unmerged, &block, &per_sm, d);
 }
 
 /* ---- the program ------------------------------------------------------------------------ */
