@@ -489,37 +489,54 @@ static __device__ __forceinline__ void kg_gemm_tc(const kg_gemm_args *g, int tm,
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 
-/* The accumulator operands of one wgmma: "+f"(d[0]) ... */
+/* The accumulator operands of one wgmma: "+f"(d[0]) ... in runs of 8
+ * (16 columns of n), and their names "%0, %1, ..." likewise. */
 #define KG_WG_O4(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
-#define KG_WG_O16(d, i) KG_WG_O4(d, i), KG_WG_O4(d, i + 4), KG_WG_O4(d, i + 8), KG_WG_O4(d, i + 12)
+#define KG_WG_O8(d, i) KG_WG_O4(d, i), KG_WG_O4(d, i + 4)
+#define KG_WG_O16(d, i) KG_WG_O8(d, i), KG_WG_O8(d, i + 8)
+#define KG_WG_O16Z(d) KG_WG_O16(d, 0)
+#define KG_WG_O24(d) KG_WG_O16(d, 0), KG_WG_O8(d, 16)
 #define KG_WG_O32(d) KG_WG_O16(d, 0), KG_WG_O16(d, 16)
-#define KG_WG_O64(d) KG_WG_O16(d, 0), KG_WG_O16(d, 16), KG_WG_O16(d, 32), KG_WG_O16(d, 48)
+#define KG_WG_O48(d) KG_WG_O32(d), KG_WG_O16(d, 32)
+#define KG_WG_O64(d) KG_WG_O32(d), KG_WG_O16(d, 32), KG_WG_O16(d, 48)
+#define KG_WG_O72(d) KG_WG_O64(d), KG_WG_O8(d, 64)
 #define KG_WG_O96(d) KG_WG_O64(d), KG_WG_O16(d, 64), KG_WG_O16(d, 80)
 #define KG_WG_O128(d) KG_WG_O64(d), KG_WG_O16(d, 64), KG_WG_O16(d, 80), KG_WG_O16(d, 96), KG_WG_O16(d, 112)
-#define KG_WG_R32 \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define KG_WG_N0 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define KG_WG_N1 "%8, %9, %10, %11, %12, %13, %14, %15"
+#define KG_WG_N2 "%16, %17, %18, %19, %20, %21, %22, %23"
+#define KG_WG_N3 "%24, %25, %26, %27, %28, %29, %30, %31"
+#define KG_WG_N4 "%32, %33, %34, %35, %36, %37, %38, %39"
+#define KG_WG_N5 "%40, %41, %42, %43, %44, %45, %46, %47"
+#define KG_WG_N6 "%48, %49, %50, %51, %52, %53, %54, %55"
+#define KG_WG_N7 "%56, %57, %58, %59, %60, %61, %62, %63"
+#define KG_WG_N8 "%64, %65, %66, %67, %68, %69, %70, %71"
+#define KG_WG_N9 "%72, %73, %74, %75, %76, %77, %78, %79"
+#define KG_WG_N10 "%80, %81, %82, %83, %84, %85, %86, %87"
+#define KG_WG_N11 "%88, %89, %90, %91, %92, %93, %94, %95"
+#define KG_WG_N12 "%96, %97, %98, %99, %100, %101, %102, %103"
+#define KG_WG_N13 "%104, %105, %106, %107, %108, %109, %110, %111"
+#define KG_WG_N14 "%112, %113, %114, %115, %116, %117, %118, %119"
+#define KG_WG_N15 "%120, %121, %122, %123, %124, %125, %126, %127"
+#define KG_WG_R16 KG_WG_N0 ", " KG_WG_N1
+#define KG_WG_R24 KG_WG_N0 ", " KG_WG_N1 ", " KG_WG_N2
+#define KG_WG_R32 KG_WG_N0 ", " KG_WG_N1 ", " KG_WG_N2 ", " KG_WG_N3
+#define KG_WG_R48 KG_WG_N0 ", " KG_WG_N1 ", " KG_WG_N2 ", " KG_WG_N3 ", " KG_WG_N4 ", " KG_WG_N5
 #define KG_WG_R64 \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+    KG_WG_N0 ", " KG_WG_N1 ", " KG_WG_N2 ", " KG_WG_N3 ", " KG_WG_N4 ", " \
+    KG_WG_N5 ", " KG_WG_N6 ", " KG_WG_N7
+#define KG_WG_R72 \
+    KG_WG_N0 ", " KG_WG_N1 ", " KG_WG_N2 ", " KG_WG_N3 ", " KG_WG_N4 ", " \
+    KG_WG_N5 ", " KG_WG_N6 ", " KG_WG_N7 ", " KG_WG_N8
 #define KG_WG_R96 \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
-    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
-    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+    KG_WG_N0 ", " KG_WG_N1 ", " KG_WG_N2 ", " KG_WG_N3 ", " KG_WG_N4 ", " \
+    KG_WG_N5 ", " KG_WG_N6 ", " KG_WG_N7 ", " KG_WG_N8 ", " KG_WG_N9 ", " \
+    KG_WG_N10 ", " KG_WG_N11
 #define KG_WG_R128 \
-    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
-    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
-    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
-    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
-    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
-    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
-    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+    KG_WG_N0 ", " KG_WG_N1 ", " KG_WG_N2 ", " KG_WG_N3 ", " KG_WG_N4 ", " \
+    KG_WG_N5 ", " KG_WG_N6 ", " KG_WG_N7 ", " KG_WG_N8 ", " KG_WG_N9 ", " \
+    KG_WG_N10 ", " KG_WG_N11 ", " KG_WG_N12 ", " KG_WG_N13 ", " KG_WG_N14 ", " \
+    KG_WG_N15
 
 /* D += A B for one m64nNk16 step: A and B in shared memory (descriptors),
  * ta / tb 1 when the operand is MN-major. */
@@ -549,13 +566,18 @@ static __device__ __forceinline__ void kg_gemm_tc(const kg_gemm_args *g, int tm,
         }                                                                              \
     } while (0)
 
+/* n: 32, 48, 64, 96, 128, 144, 192 or 256 (what emit_gemm.c's tables use) */
 static __device__ __forceinline__ void kg_wgmma(float *d, kg_u64 da, kg_u64 db, const int n, const int dt,
                                                 const int ta, const int tb)
 {
     if (n == 256) KG_WG_MMA_N(256, KG_WG_R128, KG_WG_O128, "%128, %129", "%130");
     else if (n == 192) KG_WG_MMA_N(192, KG_WG_R96, KG_WG_O96, "%96, %97", "%98");
+    else if (n == 144) KG_WG_MMA_N(144, KG_WG_R72, KG_WG_O72, "%72, %73", "%74");
     else if (n == 128) KG_WG_MMA_N(128, KG_WG_R64, KG_WG_O64, "%64, %65", "%66");
-    else KG_WG_MMA_N(64, KG_WG_R32, KG_WG_O32, "%32, %33", "%34");
+    else if (n == 96) KG_WG_MMA_N(96, KG_WG_R48, KG_WG_O48, "%48, %49", "%50");
+    else if (n == 64) KG_WG_MMA_N(64, KG_WG_R32, KG_WG_O32, "%32, %33", "%34");
+    else if (n == 48) KG_WG_MMA_N(48, KG_WG_R24, KG_WG_O24, "%24, %25", "%26");
+    else KG_WG_MMA_N(32, KG_WG_R16, KG_WG_O16Z, "%16, %17", "%18");
 }
 
 static __device__ __forceinline__ void kg_wg_arrive(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -618,12 +640,16 @@ static __device__ __forceinline__ void kg_wg_ktile(float *d, const kg_gemm_args 
 
 /* What the sm_80 image runs for kg_gemm_wg and kg_gemm_wgt: the bm / 16
  * warps as kg_gemm_tc warp tiles of at most 64 x 64, 4 along n (2 for
- * narrow tiles of one warpgroup), the rest along m. */
+ * narrow tiles of one warpgroup), the rest along m; a tile whose bn is
+ * not a multiple of 64 as strips of 48 columns (or one of 32). */
 static __device__ __forceinline__ void kg_gemm_wg_on_tc(const kg_gemm_args *g, int tm, int tn, const int bm,
                                                         const int bn)
 {
     const int warps = bm / 16, wn_warps = warps >= 8 || bn > 128 ? 4 : 2;
-    kg_gemm_tc(g, tm, tn, bm, bn, 32, bm / (warps / wn_warps), bn / wn_warps, 1, 3);
+    if (bn % 64 == 0) kg_gemm_tc(g, tm, tn, bm, bn, 32, bm / (warps / wn_warps), bn / wn_warps, 1, 3);
+    else if (bn % 48 == 0) /* 48, 96, 144: strips 48 wide, every warp 16 rows of one */
+        for (int j = 0; j < bn / 48; j++) kg_gemm_tc(g, tm, tn * (bn / 48) + j, bm, 48, 32, 16, 48, 1, 3);
+    else kg_gemm_tc(g, tm, tn, bm, bn, 32, 16, bn, 1, 3); /* 32 */
 }
 
 /*
@@ -705,6 +731,7 @@ static __device__ __forceinline__ void kg_gemm_wg(const kg_gemm_args *g, int tm,
 #define KG_GEMM_WG_SMEM(bm, bn, bk, stages) ((stages) * ((bm) + (bn)) * (bk) * 2 + 1024)
 
 /* ---- warpgroup MMA fed by the tensor memory accelerator ------------------------------ */
+
 
 /* Eight elements of C from fp32 values: one 16-byte store (two for float32 C). */
 static __device__ __forceinline__ void kg_gemm_st8(void *p, kg_i64 i, const float *v, const int dt)
@@ -825,11 +852,19 @@ static __device__ __forceinline__ void kg_gemm_tma_issue(const kg_gemm_args *g, 
  * `full` barrier with the bytes they wrote, so no thread computes an
  * address or waits for its own copies. Per k-tile every warpgroup waits
  * for `full`, issues its MMAs, and waits until only these are in flight;
- * then each warp arrives on the previous stage's `empty` barrier, and
- * thread 0, once every warp has, refills that stage with the k-tile
- * `stages` further on. Rows and k beyond the matrix come in as zeros (the
- * maps' bounds). The tensor maps (g->tma_a, g->tma_b) describe A and B
- * with the boxes kg_gemm_tma_issue loads; emit_gemm.c makes them. Threads:
+ * then each warp counts itself done with the previous stage, and the
+ * last warp to do so refills that stage with the k-tile `stages` further
+ * on: no warp waits for another (as when thread 0 waited for every warp
+ * and its warpgroup's next MMAs with it; measured the same to 3% on BERT's
+ * products). Rows and k beyond the matrix come in as zeros (the
+ * maps' bounds). With g->splits > 1 the block computes split g->split of
+ * the k-tiles and the last split of the tile sums the partials (as
+ * kg_gemm_tc does). The tensor maps (g->tma_a, g->tma_b) describe A and B
+ * with the boxes kg_gemm_tma_issue loads; emit_gemm.c makes them. bn is
+ * one of kg_wgmma's widths, a multiple of 64 when B is MN-major (64-wide
+ * atoms); a K-major B takes any (32, 48, 96, 144: tiles that divide
+ * BERT's 768, 2304 and 3072 columns into about as many tiles as there
+ * are multiprocessors, or twice as many). Threads:
  * bm / 64 * 128; shared memory KG_GEMM_WGT_SMEM. Shared memory may hold
  * what another rOperator of the same block wrote with ordinary stores
  * (--schedule=mono), hence the proxy fence before the first copy.
@@ -844,14 +879,18 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
     const int a_bytes = bm * bk * 2, b_bytes = bn * bk * 2;
     const int wg = threadIdx.x >> 7, wq = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     const int m0 = tm * bm, n0 = tn * bn;
-    const int k_tiles = (g->k + bk - 1) / bk;
+    /* this split's k-tiles kt0 .. kt0 + k_tiles - 1 (all of them when splits == 1) */
+    const int k_all = (g->k + bk - 1) / bk, k_per = (k_all + g->splits - 1) / g->splits;
+    const int kt0 = g->split * k_per, k_tiles = kt0 + k_per < k_all ? k_per : k_all - kt0;
     const unsigned smem = (kg_smem_addr(kg_smem) + 1023u) & ~1023u;
     const unsigned smem_b = smem + stages * a_bytes;
-    const unsigned full = smem_b + stages * b_bytes, empty = full + 8 * stages;
+    const unsigned full = smem_b + stages * b_bytes;
+    /* per stage, how many warps are done with it (8 bytes apart) */
+    unsigned *done = (unsigned *)(kg_smem + (full + 8 * stages - kg_smem_addr(kg_smem)));
     if (threadIdx.x == 0) {
         for (int s = 0; s < stages; s++) {
             kg_mbar_init(full + 8 * s, 1);
-            kg_mbar_init(empty + 8 * s, (unsigned)n_warps);
+            done[2 * s] = 0u;
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -859,7 +898,7 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
     __syncthreads();
     if (threadIdx.x == 0)
         for (int s = 0; s < stages && s < k_tiles; s++)
-            kg_gemm_tma_issue(g, smem + s * a_bytes, smem_b + s * b_bytes, full + 8 * s, m0, n0, s, bm, bn);
+            kg_gemm_tma_issue(g, smem + s * a_bytes, smem_b + s * b_bytes, full + 8 * s, m0, n0, kt0 + s, bm, bn);
     float d[128];
 #pragma unroll
     for (int i = 0; i < bn / 2; i++) d[i] = 0.0f;
@@ -871,20 +910,39 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
         kg_wg_ktile(d, g, smem + cs * a_bytes, smem_b + cs * b_bytes, wg, bn, bk);
         kg_wg_wait(1);
         kg_wg_fence_acc(d, bn / 2);
-        if (kt > 0) {
-            /* k-tile kt - 1's MMAs are done: its stage may be refilled */
+        if (kt > 0 && kt - 1 + stages < k_tiles && lane == 0) {
+            /* k-tile kt - 1's MMAs are done in this warp; the last warp
+             * done with its stage refills it (no warp waits for another) */
             const int ps = (kt - 1) % stages;
-            if (lane == 0) kg_mbar_arrive(empty + 8 * ps);
-            if (threadIdx.x == 0 && kt - 1 + stages < k_tiles) {
-                kg_mbar_wait(empty + 8 * ps, (unsigned)((kt - 1) / stages) & 1u);
+            __threadfence_block();
+            if (atomicAdd(&done[2 * ps], 1u) == (unsigned)(n_warps - 1)) {
+                done[2 * ps] = 0u;
                 kg_gemm_tma_issue(g, smem + ps * a_bytes, smem_b + ps * b_bytes, full + 8 * ps, m0, n0,
-                                  kt - 1 + stages, bm, bn);
+                                  kt0 + kt - 1 + stages, bm, bn);
             }
-            __syncwarp();
         }
+        __syncwarp();
     }
     kg_wg_wait(0);
     kg_wg_fence_acc(d, bn / 2);
+    if (g->splits > 1) {
+        /* split-K: every split writes its partial (accumulator i of thread
+         * x at i * threads + x: coalesced) and counts itself in; the last
+         * sums all of them in split order, so the result does not depend
+         * on which split came last */
+        const int n_threads = bm / 64 * 128, tile = bm * bn;
+        float *part = kg_splitk_ws + (kg_i64)g->slot * g->splits * tile + threadIdx.x;
+#pragma unroll
+        for (int i = 0; i < bn / 2; i++) kg_st_cg(part + (kg_i64)g->split * tile + i * n_threads, d[i]);
+        if (!kg_splitk_arrive(g->slot, g->splits)) return; /* not the last split (the whole block returns) */
+#pragma unroll
+        for (int i = 0; i < bn / 2; i++) {
+            float sum = kg_ld_cg(part + i * n_threads);
+#pragma unroll
+            for (int s = 1; s < g->splits; s++) sum += kg_ld_cg(part + (kg_i64)s * tile + i * n_threads);
+            d[i] = sum;
+        }
+    }
 
     /* the epilogue through shared memory (the stages are free: every copy
      * was waited for, every MMA has completed in every warpgroup) */
