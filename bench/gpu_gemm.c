@@ -43,11 +43,13 @@ typedef struct shape {
     bool timed;        /* correctness only when false */
 } shape;
 
+/* The linear layers' weights are K-major (lb 0): the cuda target stores a
+ * MatMul's weight transposed (emit.c, plan_kmajor_weights). */
 #define BERT(tag, m)                                                                                          \
-    {tag "_qkv", 1, m, 2304, 768, 0, 1, KILN_F16, false, true},                                               \
-        {tag "_attn_out", 1, m, 768, 768, 0, 1, KILN_F16, false, true},                                       \
-        {tag "_ffn1", 1, m, 3072, 768, 0, 1, KILN_F16, false, true},                                          \
-        {tag "_ffn2", 1, m, 768, 3072, 0, 1, KILN_F16, false, true},                                          \
+    {tag "_qkv", 1, m, 2304, 768, 0, 0, KILN_F16, false, true},                                               \
+        {tag "_attn_out", 1, m, 768, 768, 0, 0, KILN_F16, false, true},                                       \
+        {tag "_ffn1", 1, m, 3072, 768, 0, 0, KILN_F16, false, true},                                          \
+        {tag "_ffn2", 1, m, 768, 3072, 0, 0, KILN_F16, false, true},                                          \
         {tag "_qk", (m) / 128 * 12, 128, 128, 64, 0, 1, KILN_F16, false, true},                               \
         {tag "_pv", (m) / 128 * 12, 128, 64, 128, 0, 1, KILN_F16, false, true}
 
@@ -55,7 +57,8 @@ static const shape shapes[] = {
     {"sq8192", 1, 8192, 8192, 8192, 0, 1, KILN_F16, false, true},
     BERT("bert1", 128),
     BERT("bert16", 2048),
-    {"bert16_ffn1_bias_gelu", 1, 2048, 3072, 768, 0, 1, KILN_F16, true, true},
+    {"bert16_ffn1_bias_gelu", 1, 2048, 3072, 768, 0, 0, KILN_F16, true, true},
+    {"bert16_ffn1_nmajor", 1, 2048, 3072, 768, 0, 1, KILN_F16, false, true}, /* B as ONNX stores it */
     {"sq4096_bf16", 1, 4096, 4096, 4096, 0, 1, KILN_BF16, false, true},
     {"sq2048_f32", 1, 2048, 2048, 2048, 0, 1, KILN_F32, false, true},
     /* correctness: every layout, edges of tiles and k-tiles */
@@ -69,6 +72,8 @@ static const shape shapes[] = {
     {"chk_b3_257x136x96_kn", 3, 257, 136, 96, 0, 1, KILN_F16, true, false},
     {"chk_b3_264x136x96_mn", 3, 264, 136, 96, 1, 1, KILN_BF16, false, false},
     {"chk_b3_100x72x1000_kn", 3, 100, 72, 1000, 0, 1, KILN_F16, true, false}, /* split-K, uneven splits */
+    {"chk_200x300x200_kk", 1, 200, 300, 200, 0, 0, KILN_F16, true, false},    /* widths 32..144, ragged */
+    {"chk_200x100x1000_kk", 1, 200, 100, 1000, 0, 0, KILN_BF16, true, false}, /* TMA split-K, ragged */
     {"chk_odd_f16_37x45x29", 1, 37, 45, 29, 0, 1, KILN_F16, true, false},
     {"chk_odd_f32_37x45x29_kk", 2, 37, 45, 29, 0, 0, KILN_F32, true, false},
     {"chk_odd_f32_37x45x29_mn", 1, 37, 45, 29, 1, 1, KILN_F32, false, false},
@@ -380,10 +385,11 @@ static void cfg_name(const gemm_cfg *c, char *buf, size_t n)
 {
     if (c->kind == GEMM_SIMT) snprintf(buf, n, "simt %dx%d", c->bm, c->bn);
     else if (c->kind == GEMM_WG) snprintf(buf, n, "wg %dx%dx%d st%d", c->bm, c->bn, c->bk, c->stages);
-    else if (c->kind == GEMM_WGT) snprintf(buf, n, "wgt %dx%dx64 st%d", c->bm, c->bn, c->stages);
-    else
-    {
-        int len = snprintf(buf, n, "tc %dx%dx%d w%dx%d ks%d st%d", c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->stages);
+    else {
+        int len = c->kind == GEMM_WGT
+                      ? snprintf(buf, n, "wgt %dx%dx64 st%d", c->bm, c->bn, c->stages)
+                      : snprintf(buf, n, "tc %dx%dx%d w%dx%d ks%d st%d", c->bm, c->bn, c->bk, c->wm, c->wn, c->ks,
+                                 c->stages);
         if (c->splits > 1 && len > 0 && (size_t)len < n) snprintf(buf + len, n - (size_t)len, " sk%d", c->splits);
     }
 }

@@ -137,5 +137,32 @@ if [ -d "$data/node/test_add_bcast" ]; then
     expect inspect_bad_precision 1 "bad --precision 'fp8'" -- "$kiln" inspect "$ln" --schedule mono --precision fp8
 fi
 
+# The cuda target stores a GEMM's [k, n] weight transposed ([n, k], K-major
+# for the TMA tiles) when nothing else reads it; a weight two MatMuls share
+# stays as it is. NVRTC compiles without a GPU (then for an sm_90 default).
+if python3 -c "import onnx" 2>/dev/null; then
+    python3 - "$tmp/weights.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+w = lambda name, k, n: numpy_helper.from_array(rng.standard_normal((k, n)).astype(np.float32), name)
+nodes = [helper.make_node("MatMul", ["x", "w_own"], ["h"]),
+         helper.make_node("MatMul", ["h", "w_shared"], ["y1"]),
+         helper.make_node("MatMul", ["h", "w_shared"], ["y2"])]
+g = helper.make_graph(nodes, "weights", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 32])],
+                      [helper.make_tensor_value_info("y1", TensorProto.FLOAT, [64, 16]),
+                       helper.make_tensor_value_info("y2", TensorProto.FLOAT, [64, 16])],
+                      [w("w_own", 32, 48), w("w_shared", 48, 16)])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_compile_weights 0 "stages" -- "$kiln" compile "$tmp/weights.onnx" -o "$tmp/weights.kiln" \
+        --target cuda --precision fp16 --emit-source "$tmp/wsrc"
+    expect cuda_weight_transposed_once 0 "1" -- grep -c "B stored transposed" "$tmp/wsrc/model.cu"
+    "$kiln" compile "$tmp/weights.onnx" -o "$tmp/w32.kiln" --target cuda --emit-source "$tmp/wsrc32" >/dev/null 2>&1
+    expect cuda_weight_fp32_kept 1 "0" -- grep -c "B stored transposed" "$tmp/wsrc32/model.cu"
+fi
+
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -52,6 +52,7 @@ typedef struct cg_emitter {
     base_diag *d;
     kiln_gprec prec;
     kiln_dtype *store;       /* per value id of g: the dtype its bytes hold at run time */
+    bool *kmajor;            /* per value id: a [k, n] weight stored transposed, as [n, k] (emit.c) */
     base_str code;           /* the rOperators and kernels, in group order */
     cg_gpu gpu;
     cg_tuner *tuner;         /* NULL: choose by heuristics only */

@@ -287,10 +287,56 @@ static kiln_status plan_storage(cg_emitter *e)
     return KILN_OK;
 }
 
-/* The weights blob with 16-bit constants where cg_store says so. */
+/* Which weights are stored transposed: on sm_90, the [k, n] B of a GEMM
+ * group (a MatMul's 2-D B, a Gemm's B without transB) that nothing else
+ * reads and that is stored in 16 bits (k a multiple of 8, so its rows
+ * stay whole 16-byte chunks), so that kg_gemm_wgt reads it
+ * K-major: its tensor map's box is then the tile's n rows of 64, and the
+ * tile may be any of kg_wgmma's widths (96 x 8 tiles cover BERT's 768
+ * columns on 132 multiprocessors), not only multiples of 64. gemm_analyse
+ * reads such a B as K-major. */
+static kiln_status plan_kmajor_weights(cg_emitter *e)
+{
+    const ir_graph *g = e->g;
+    e->kmajor = base_calloc((size_t)g->n_values + 1, sizeof(bool));
+    if (!e->kmajor) return base_diag_add(e->d, KILN_ERR_OOM, "out of memory planning weight layouts");
+    if (e->gpu.sm_major != 9) return KILN_OK;
+    for (int s = 0; s < e->p->n_groups; s++) {
+        const sched_group *grp = e->p->groups[s];
+        const ir_node *n = grp->n_nodes ? grp->nodes[0] : NULL;
+        if (grp->kind != SCHED_GROUP_GEMM || !n || n->n_in < 2 || !n->in[1]) continue;
+        const ir_value *b = n->in[1];
+        bool ok = n->op == KILN_OP_MAT_MUL || (n->op == KILN_OP_GEMM && !ir_node_attr_int(n, "transB", 0));
+        ok = ok && b->graph == g && b->is_const && b->n_uses == 1 && b->t.rank == 2 && b->t.dims[0] % 8 == 0 &&
+             n->in[0] != b &&
+             e->p->place[b->id].loc == SCHED_LOC_WEIGHTS &&
+             (e->store[b->id] == KILN_F16 || e->store[b->id] == KILN_BF16);
+        for (int i = 0; ok && i < g->n_outputs; i++) ok = g->outputs[i] != b;
+        if (ok) e->kmajor[b->id] = true;
+    }
+    return KILN_OK;
+}
+
+/* Element k of a weight in its stored dtype, from the model's bytes. */
+static uint16_t stored16(const uint8_t *src, int64_t k, kiln_dtype from, kiln_dtype to)
+{
+    if (from == to) {
+        uint16_t h;
+        memcpy(&h, src + 2 * k, sizeof(h));
+        return h;
+    }
+    float f;
+    memcpy(&f, src + 4 * k, sizeof(f));
+    return to == KILN_F16 ? base_f32_to_f16(f) : base_f32_to_bf16(f);
+}
+
+/* The weights blob with 16-bit constants where cg_store says so, and the
+ * weights plan_kmajor_weights picked transposed. */
 static kiln_status convert_weights(cg_emitter *e, target_output *out)
 {
-    if (e->prec == KILN_GPREC_FP32 || !e->o->weights || e->p->weight_bytes == 0) return KILN_OK;
+    bool any = false;
+    for (int i = 0; i < e->g->n_values && !any; i++) any = e->kmajor[i];
+    if ((e->prec == KILN_GPREC_FP32 && !any) || !e->o->weights || e->p->weight_bytes == 0) return KILN_OK;
     uint8_t *w = base_malloc(e->p->weight_bytes);
     if (!w)
         return base_diag_add(e->d, KILN_ERR_OOM, "out of memory converting %llu bytes of weights",
@@ -298,14 +344,18 @@ static kiln_status convert_weights(cg_emitter *e, target_output *out)
     memcpy(w, e->o->weights, e->p->weight_bytes);
     for (int i = 0; i < e->g->n_values; i++) {
         const ir_value *v = e->g->values[i];
-        if (e->p->place[i].loc != SCHED_LOC_WEIGHTS || e->store[i] == v->t.dtype) continue;
-        const float *src = (const float *)((const uint8_t *)e->o->weights + e->p->place[i].offset);
+        if (e->p->place[i].loc != SCHED_LOC_WEIGHTS || (e->store[i] == v->t.dtype && !e->kmajor[i])) continue;
+        const uint8_t *src = (const uint8_t *)e->o->weights + e->p->place[i].offset;
         uint16_t *dst = (uint16_t *)(w + e->p->place[i].offset);
         int64_t n = ir_numel(&v->t);
-        for (int64_t k = 0; k < n; k++) {
-            float f;
-            memcpy(&f, src + k, sizeof(f));
-            dst[k] = e->store[i] == KILN_F16 ? base_f32_to_f16(f) : base_f32_to_bf16(f);
+        if (e->kmajor[i]) {
+            /* [rows, cols] becomes [cols, rows] */
+            int64_t rows = v->t.dims[0], cols = v->t.dims[1];
+            for (int64_t r = 0; r < rows; r++)
+                for (int64_t c = 0; c < cols; c++)
+                    dst[c * rows + r] = stored16(src, r * cols + c, v->t.dtype, e->store[i]);
+        } else {
+            for (int64_t k = 0; k < n; k++) dst[k] = stored16(src, k, v->t.dtype, e->store[i]);
         }
     }
     out->weights = w;
@@ -879,6 +929,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     kiln_status st = parse_precision(o->precision, &e.prec, d);
     find_gpu(&e.gpu);
     if (st == KILN_OK) st = plan_storage(&e);
+    if (st == KILN_OK) st = plan_kmajor_weights(&e);
     if (st == KILN_OK) st = convert_weights(&e, out);
     if (st == KILN_OK && o->tune)
         st = cg_tuner_open(&e, out->weights ? out->weights : o->weights, &e.tuner, d);
@@ -957,6 +1008,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     for (size_t i = 0; i < KILN_COUNT(images); i++) base_free((void *)img[i].cubin);
     if (e.tuner) cg_tuner_close(e.tuner);
     base_free(e.store);
+    base_free(e.kmajor);
     base_free(e.tmaps);
     base_free(pr.launches);
     base_free(b.m);

@@ -76,6 +76,7 @@ typedef struct gemm_problem {
     int64_t a_stride[IR_MAX_RANK], b_stride[IR_MAX_RANK]; /* elements per step of each batch dim (0: broadcast) */
     int64_t n_batch;
     bool folded;                     /* A's batch dims folded into m */
+    bool b_kmajor;                   /* B a [k, n] weight stored as [n, k] (emit.c) */
     kiln_dtype sa, sb, sy, sbias, sres; /* storage dtypes */
     int64_t bias_rs, bias_cs;
     float alpha, beta;
@@ -168,6 +169,12 @@ static kiln_status gemm_analyse(cg_emitter *e, const sched_group *grp, gemm_prob
             g->n_batch = out_batch;
         }
     }
+    if (e->kmajor && e->kmajor[g->b->id]) {
+        /* a [k, n] weight that emit.c stores as [n, k] */
+        g->lb = 0;
+        g->ldb = g->k;
+        g->b_kmajor = true;
+    }
     if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX || g->n_batch > INT32_MAX)
         return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "%s: extents beyond 2^31 are not supported",
                              ir_node_label(n, lb, sizeof(lb)));
@@ -216,11 +223,11 @@ typedef struct gemm_cfg {
     int wm, wn;      /* warp tile (tc) */
     int ks;          /* warp slices along k (tc) */
     int stages;      /* copy stages (tc, wg) */
-    int splits;      /* split-K across blocks (tc; 1 in the tables) */
+    int splits;      /* split-K across blocks (tc, wgt; 1 in the tables) */
 } gemm_cfg;
 
 /* kg_gemm.cuh's split-K workspace: floats of partial tiles, tile counters. */
-#define SPLITK_WS_FLOATS (1 << 20)
+#define SPLITK_WS_FLOATS (1 << 20) /* KG_SPLITK_WS_FLOATS */
 #define SPLITK_SEMS 4096
 /* The splits offered for products with fewer tiles than multiprocessors. */
 static const int split_cands[] = {2, 3, 4, 6, 8};
@@ -258,12 +265,21 @@ static const gemm_cfg wg_table[] = {
     {GEMM_WG, 64, 128, 32, 0, 0, 1, 6, 1}, {GEMM_WG, 64, 64, 64, 0, 0, 1, 4, 1}, {GEMM_WG, 64, 64, 64, 0, 0, 1, 6, 1},
 };
 
-/* Deeper pipelines only the TMA template takes (no thread issues the
- * copies, so their number costs nothing): a short M's whole K in flight at
- * once (BERT at batch 1: 12 k-tiles of 64). */
+/* Tiles only the TMA template takes. Deeper pipelines (no thread issues
+ * the copies, so their number costs nothing): a short M's whole K in
+ * flight at once (BERT at batch 1: 12 k-tiles of 64). Widths that are not
+ * multiples of 64 (a K-major B only): they cut BERT's 768, 2304 and 3072
+ * columns into about one or two tiles per multiprocessor (128 x 96 at
+ * 2048 x 768, 128 x 144 at 2048 x 2304, 64 x 48 at 128 x 3072), where
+ * 128 x 128 tiles leave a quarter of them idle. */
 static const gemm_cfg wgt_deep_table[] = {
-    {GEMM_WGT, 64, 64, 64, 0, 0, 1, 8, 1}, {GEMM_WGT, 64, 64, 64, 0, 0, 1, 12, 1},
+    {GEMM_WGT, 64, 64, 64, 0, 0, 1, 8, 1},  {GEMM_WGT, 64, 64, 64, 0, 0, 1, 12, 1},
     {GEMM_WGT, 64, 128, 64, 0, 0, 1, 8, 1}, {GEMM_WGT, 128, 64, 64, 0, 0, 1, 8, 1},
+    {GEMM_WGT, 128, 96, 64, 0, 0, 1, 3, 1}, {GEMM_WGT, 128, 96, 64, 0, 0, 1, 4, 1},
+    {GEMM_WGT, 128, 96, 64, 0, 0, 1, 6, 1}, {GEMM_WGT, 128, 144, 64, 0, 0, 1, 3, 1},
+    {GEMM_WGT, 128, 144, 64, 0, 0, 1, 4, 1}, {GEMM_WGT, 64, 96, 64, 0, 0, 1, 8, 1},
+    {GEMM_WGT, 64, 48, 64, 0, 0, 1, 8, 1},  {GEMM_WGT, 64, 48, 64, 0, 0, 1, 12, 1},
+    {GEMM_WGT, 64, 32, 64, 0, 0, 1, 8, 1},  {GEMM_WGT, 64, 32, 64, 0, 0, 1, 12, 1},
 };
 
 static const gemm_cfg simt_table[] = {
@@ -272,9 +288,11 @@ static const gemm_cfg simt_table[] = {
     {GEMM_SIMT, 32, 64, 8, 0, 0, 1, 2, 1}, {GEMM_SIMT, 64, 32, 8, 0, 0, 1, 2, 1},
 };
 
-#define MAX_CANDS                                                                                      \
-    ((int)(KILN_COUNT(tc_table) * (1 + KILN_COUNT(split_cands)) + 2 * KILN_COUNT(wg_table) +                        \
-           KILN_COUNT(wgt_deep_table) + KILN_COUNT(simt_table)))
+/* Every table's tiles (the warpgroup ones twice: with and without TMA),
+ * each also in every split (add_splits). */
+#define MAX_CANDS                                                                                                \
+    ((int)((KILN_COUNT(tc_table) + 2 * KILN_COUNT(wg_table) + KILN_COUNT(wgt_deep_table) + KILN_COUNT(simt_table)) * \
+           (1 + KILN_COUNT(split_cands))))
 
 static int cfg_threads(const gemm_cfg *c)
 {
@@ -303,20 +321,25 @@ static int64_t cfg_tiles(const gemm_problem *g, const gemm_cfg *c)
 
 static int64_t cfg_rtasks(const gemm_problem *g, const gemm_cfg *c) { return cfg_tiles(g, c) * c->splits; }
 
-/* Split-K variants of the mma.sync candidates cands[0..n) whose tiles do not
- * fill the multiprocessors: every split at least two k-tiles, at most four
- * rTasks per multiprocessor, the partials within the workspace. Appended
- * to cands; returns the new count. */
+/* Split-K variants of the mma.sync and TMA candidates cands[0..n) of at
+ * most 64 x 64 whose tiles do not fill the multiprocessors (larger ones,
+ * 128 x 192 and 192 x 128 in two splits of BERT's 2048 x 768 x 3072, lost
+ * to unsplit 128 x 96 on an H200): every split at least two k-tiles, at
+ * most four rTasks per multiprocessor, the partials within the workspace.
+ * Appended to cands; returns the new count. */
 static int add_splits(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *cands, int n)
 {
     int n_sms = gpu->n_sms > 0 ? gpu->n_sms : 132, base = n;
     for (int i = 0; i < base; i++) {
         const gemm_cfg *c = &cands[i];
         int64_t tiles = cfg_tiles(g, c), k_tiles = cdiv(g->k, c->bk);
-        if (c->kind != GEMM_TC || tiles >= n_sms || tiles > SPLITK_SEMS || c->bm * c->bn > 64 * 64) continue;
+        bool splittable = (c->kind == GEMM_WGT || c->kind == GEMM_TC) && c->bm * c->bn <= 64 * 64;
+        if (!splittable || tiles >= n_sms || tiles > SPLITK_SEMS) continue;
         for (int j = 0; j < (int)KILN_COUNT(split_cands); j++) {
             int sp = split_cands[j];
-            if (k_tiles < 2 * sp || tiles * sp > 4 * n_sms || tiles * sp * c->bm * c->bn > SPLITK_WS_FLOATS) continue;
+            if (k_tiles < 2 * sp || tiles * sp > 4 * n_sms || tiles * sp * c->bm * c->bn > SPLITK_WS_FLOATS ||
+                n == MAX_CANDS)
+                continue;
             cands[n] = *c;
             cands[n++].splits = sp;
         }
@@ -354,10 +377,14 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *o
         for (int i = 0; i < sizes[t]; i++) {
             gemm_cfg c = tables[t][i];
             if (tma && t == 0) {
-                /* 64-deep k-tiles; the epilogue stages the fp32 tile in the stages' memory */
-                if (c.bk != 64 || c.bm * (c.bn + 8) * 4 > c.stages * (c.bm + c.bn) * 128) continue;
+                if (c.bk != 64) continue; /* 64-deep k-tiles */
                 c.kind = GEMM_WGT;
             }
+            /* the epilogue stages the fp32 tile in the stages' memory; an
+             * MN-major B comes in 64-wide atoms */
+            if (c.kind == GEMM_WGT &&
+                (c.bm * (c.bn + 8) * 4 > c.stages * (c.bm + c.bn) * 128 || (g->lb && c.bn % 64)))
+                continue;
             if (cfg_smem(&c) > gpu->smem_per_block_optin || cfg_rtasks(g, &c) > INT32_MAX) continue;
             /* a tile at most twice the problem in m and n */
             if (c.bm > 2 * m_fit || c.bn > 2 * n_fit) continue;
@@ -411,9 +438,10 @@ static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_b
  *     registers and warps) run side by side, each a chain of k-tiles no
  *     faster than the copy latency over the stages in flight.
  * The rates and latencies are fitted, not derived: on an H200 the chosen
- * configuration runs within 3% of the fastest candidate on average (the
- * geometric mean over bench/gpu_gemm.c's timed shapes; at worst 15%, on
- * the small attention products). */
+ * configuration of BERT's eight linear products runs within 2% of the
+ * fastest candidate on average (the geometric mean over three runs of
+ * bench/gpu_gemm.c; at worst 11%, batch 1's attention output, where a
+ * split mma.sync tile wins). */
 static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *gpu)
 {
     const double latency = 700.0, dram_bytes_per_clk = 1200.0, l2_bytes_per_clk = 6250.0;
@@ -431,11 +459,11 @@ static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *
          * a short M); two warpgroups keep the tensor cores busy down to
          * 128 x 128 tiles, one does not (fitted on an H200) */
         regs = c->bn / 2 + 90;
-        double eff = c->bm >= 128 ? (c->bn >= 128 ? (c->bm > 128 ? 0.95 : 1.0) : 0.8)
-                                  : (c->bn >= 256 ? 0.6 : c->bn >= 128 ? 0.54 : 0.66);
+        double eff = c->bm >= 128 ? (c->bn >= 128 ? (c->bm > 128 ? 0.95 : 1.0) : c->bn >= 96 ? 0.9 : 0.8)
+                                  : (c->bn >= 256 ? 0.6 : c->bn >= 96 ? 0.54 : 0.66);
         rate = 2000.0 * eff;
         in_flight = c->stages - 1;
-        copy_latency = 2.0 * latency;
+        copy_latency = 1.5 * latency;
     } else if (c->kind == GEMM_WG) {
         regs = c->bn / 2 + 90;
         rate = 1800.0 * (c->bn >= 192 ? 1.0 : c->bn >= 128 ? 0.75 : 0.65) * (c->bm >= 128 ? 1.0 : 1.1);
@@ -461,12 +489,13 @@ static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *
     /* split-K: the partials go out and come back through L2 (fp32), and the
      * last split waits for the stores, the fence, the counter and the loads
      * (three round trips), then sums every split's partial (a round trip
-     * each: fitted to BERT's 128 x 768 products, where splitting 768-deep
-     * ones loses and 3072-deep ones win by 4) */
+     * each), the trips overlapping about four ways (fitted on an H200 to
+     * BERT's 128 x 768 products, where splitting 768-deep ones loses and
+     * 3072-deep ones win by 4 with TMA tiles of 64 x 48) */
     double fixup = 0;
     if (c->splits > 1) {
         l2 += 2.0 * tiles * c->bm * c->bn * 4.0;
-        fixup = (3.0 + c->splits) * latency;
+        fixup = 0.25 * (3.0 + c->splits) * latency;
     }
     double t_memory = fmax(dram / dram_bytes_per_clk, l2 / l2_bytes_per_clk);
     return t_memory + fmax(t_compute, t_latency) + fixup;
@@ -580,14 +609,15 @@ static void emit_summary(base_str *s, const gemm_problem *g, const gemm_cfg *c)
                     gemm && !g->lb ? "^T" : "", sy, g->folded ? " (batch folded into rows)" : "", (long long)g->m,
                     (long long)g->n, (long long)g->k, (long long)g->n_batch, kiln_dtype_name(g->sa),
                     kiln_dtype_name(g->sb), kiln_dtype_name(g->sy));
+    if (g->b_kmajor) base_str_cat(s, "; B stored transposed");
     if (g->alpha != 1.0f) base_str_cat(s, "; scaled");
     if (g->ep.bias) base_str_cat(s, "; bias");
     if (g->ep.residual) base_str_cat(s, "; residual");
     if (g->ep.act != PASS_ACT_NONE) base_str_printf(s, "; %s", cg_act_name(g->ep.act) + strlen("KG_ACT_"));
     if (c->kind == GEMM_SIMT) base_str_printf(s, ".\n * kg_gemm_simt: %dx%d tiles, 8x8 per thread. */\n", c->bm, c->bn);
     else if (c->kind == GEMM_WGT)
-        base_str_printf(s, ".\n * kg_gemm_wgt: %dx%dx64 tiles copied by TMA, %d warpgroups, %d stages. */\n", c->bm,
-                        c->bn, c->bm / 64, c->stages);
+        base_str_printf(s, ".\n * kg_gemm_wgt: %dx%dx64 tiles copied by TMA, %d warpgroups, %d stages, %d split%s. */\n",
+                        c->bm, c->bn, c->bm / 64, c->stages, c->splits, c->splits > 1 ? "s of K across blocks" : "");
     else if (c->kind == GEMM_WG)
         base_str_printf(s, ".\n * kg_gemm_wg: %dx%dx%d tiles, %d warpgroups, %d stages. */\n", c->bm, c->bn, c->bk,
                         c->bm / 64, c->stages);
@@ -635,7 +665,8 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     op->smem_bytes = cfg_smem(c);
     if (c->kind == GEMM_SIMT) snprintf(op->config, sizeof(op->config), "kg_gemm_simt %dx%d", c->bm, c->bn);
     else if (c->kind == GEMM_WGT)
-        snprintf(op->config, sizeof(op->config), "kg_gemm_wgt %dx%dx64 (TMA), %d stages", c->bm, c->bn, c->stages);
+        snprintf(op->config, sizeof(op->config), "kg_gemm_wgt %dx%dx64 (TMA), %d stages, %d splits", c->bm, c->bn,
+                 c->stages, c->splits);
     else if (c->kind == GEMM_WG)
         snprintf(op->config, sizeof(op->config), "kg_gemm_wg %dx%dx%d, %d stages", c->bm, c->bn, c->bk, c->stages);
     else
