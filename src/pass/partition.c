@@ -326,6 +326,50 @@ static bool gelu_fits(const builder *b, ir_node *const *nodes, const ir_value *c
     return true;
 }
 
+/* A node whose output is its input's elements at the same offsets, in
+ * another shape (a reshape, or a Transpose of unit dims): a view. */
+static bool is_view(const ir_node *n)
+{
+    switch (n->op) {
+    case KILN_OP_RESHAPE: case KILN_OP_FLATTEN: case KILN_OP_SQUEEZE: case KILN_OP_UNSQUEEZE:
+    case KILN_OP_IDENTITY:
+        return true;
+    case KILN_OP_TRANSPOSE: return transpose_keeps_layout(n);
+    default: return false;
+    }
+}
+
+/* After a GEMM's epilogue so far (ending in cur): views of cur, then an Add
+ * of another value of the viewed shape (ViT's out-projection: Gemm,
+ * Reshape, Transpose, residual Add). The element at offset i of the view is
+ * the product's element at offset i, so the residual joins the epilogue.
+ * Fills chain with the views and the Add; returns their count, 0 when the
+ * chain is not that. */
+static int viewed_residual(const builder *b, const ir_graph *g, const ir_value *cur, int gi, ir_node **chain)
+{
+    int k = 0;
+    const ir_value *v = cur;
+    ir_node *n;
+    while ((n = sole_consumer(g, v)) && is_view(n) && k < 7) {
+        const ir_value *o = n->n_out ? n->out[0] : NULL;
+        bool before = true; /* inputs other than v (a shape) */
+        for (int j = 1; j < n->n_in; j++) before &= input_before(b, n, n->in[j], gi);
+        if (b->pattern_of[n->id] >= 0 || n->in[0] != v || !o || !o->shape_known || o->t.dtype != KILN_F32 ||
+            ir_numel(&o->t) != ir_numel(&v->t) || !before)
+            return 0;
+        chain[k++] = n;
+        v = o;
+    }
+    if (k == 0 || !n || n->op != KILN_OP_ADD || b->pattern_of[n->id] >= 0) return 0;
+    const ir_value *other = n->in[0] == v ? n->in[1] : n->in[0];
+    if (other == v || other->is_const || !other->shape_known || other->t.dtype != KILN_F32 ||
+        !ir_same_shape(&other->t, &v->t) || !n->out[0] || !ir_same_shape(&n->out[0]->t, &v->t) ||
+        !input_before(b, n, other, gi))
+        return 0;
+    chain[k++] = n;
+    return k;
+}
+
 /* Absorbs the epilogue chain after a contraction anchor. */
 static kiln_status fuse_epilogue(builder *b, const ir_graph *g, int gi)
 {
@@ -343,6 +387,13 @@ static kiln_status fuse_epilogue(builder *b, const ir_graph *g, int gi)
             has_act = any = true;
             cur = gelu[4]->out[0];
             continue;
+        }
+        ir_node *chain[8];
+        int k = !has_act && !has_res && anchor->op != KILN_OP_CONV ? viewed_residual(b, g, cur, gi, chain) : 0;
+        if (k > 0) {
+            /* the views and a residual Add: the end of the chain */
+            for (int i = 0; i < k; i++) KILN_TRY(add_node(b, gi, chain[i]));
+            break;
         }
         ir_node *n = sole_consumer(g, cur);
         if (!n || n->n_out < 1 || !n->out[0] || !n->out[0]->shape_known || !ir_same_shape(&n->out[0]->t, &cur->t))
@@ -396,7 +447,9 @@ kiln_status pass_group_epilogue(const sched_group *grp, pass_epilogue *ep, base_
         }
         const ir_value *other = n->n_in > 1 ? (n->in[0] == cur ? n->in[1] : n->in[0]) : NULL;
         double s;
-        if (n->op == KILN_OP_MUL && is_const_scalar(other, &s)) ep->scale *= (float)s;
+        if (is_view(n) && n->in[0] == cur) {
+            /* a view before a residual (viewed_residual): nothing to compute */
+        } else if (n->op == KILN_OP_MUL && is_const_scalar(other, &s)) ep->scale *= (float)s;
         else if (n->op == KILN_OP_DIV && is_const_scalar(other, &s)) ep->scale /= (float)s;
         else if (n->op == KILN_OP_ADD && other->is_const && !ep->bias) ep->bias = other;
         else if (n->op == KILN_OP_ADD) ep->residual = other;
@@ -433,7 +486,7 @@ kiln_status pass_group_epilogue(const sched_group *grp, pass_epilogue *ep, base_
 
 /* ---- patterns (pass_support.patterns) --------------------------------------------- */
 
-#define PATTERN_MAX 16
+#define PATTERN_MAX 24 /* attention: 18 nodes with a mask, a NaN guard and three sliced operands */
 
 /* The nodes of one multi-node pattern, sorted by node id (topological
  * order) once matched. */
@@ -493,15 +546,69 @@ static bool transpose_perm(const ir_node *n, int *perm)
     return true;
 }
 
+/* A constant int64 input's element i (with its count), or false. */
+static bool const_int(const ir_node *n, int slot, int64_t i, int64_t *out)
+{
+    const ir_value *c = slot < n->n_in ? n->in[slot] : NULL;
+    if (!c || !c->is_const || (c->t.dtype != KILN_I64 && c->t.dtype != KILN_I32) || ir_numel(&c->t) <= i)
+        return false;
+    *out = ir_get_i64(&c->t, i);
+    return true;
+}
+
+/* A Reshape r (of the Slice sl's output) that the operand reads through:
+ * sl cuts [start, end) of the last axis of a contiguous x with step 1, and
+ * r only regroups dims, its trailing ones splitting the cut and its leading
+ * ones the leading dims of x. Fills op's dims, strides and offset over x. */
+static bool sliced_heads(const ir_node *r, const ir_node *sl, pass_attn_operand *op)
+{
+    const ir_value *x = sl->in[0], *s_out = sl->out[0], *r_out = r->out[0];
+    if (sl->op != KILN_OP_SLICE || sl->opset < 10 || !x->shape_known || !s_out->shape_known || x->t.rank < 1 ||
+        r_out->t.rank != op->rank || s_out->t.dtype != x->t.dtype)
+        return false;
+    int xr = x->t.rank;
+    int64_t axis = 0, start, end, step = 1, n_axes = sl->n_in > 3 && sl->in[3] ? ir_numel(&sl->in[3]->t) : 1;
+    if (n_axes != 1 || !const_int(sl, 1, 0, &start) || !const_int(sl, 2, 0, &end)) return false;
+    if (sl->n_in > 3 && sl->in[3] && !const_int(sl, 3, 0, &axis)) return false;
+    if (sl->n_in > 4 && sl->in[4] && !const_int(sl, 4, 0, &step)) return false;
+    if (axis < 0) axis += xr;
+    int64_t row = x->t.dims[xr - 1], len = s_out->t.dims[xr - 1];
+    if (axis != xr - 1 || step != 1) return false;
+    if (start < 0) start += row;
+    start = KILN_MAX(0, KILN_MIN(start, row));
+    if (len <= 0 || start + len > row) return false;
+    /* r's trailing dims multiply to len, its leading ones to the rows */
+    int split = op->rank;
+    int64_t p = 1;
+    while (split > 0 && p < len) p *= r_out->t.dims[--split];
+    if (p != len || split < 1) return false;
+    int64_t inner = 1;
+    for (int i = op->rank - 1; i >= split; i--) {
+        op->st[i] = inner;
+        inner *= r_out->t.dims[i];
+    }
+    int64_t outer = row;
+    for (int i = split - 1; i >= 0; i--) {
+        op->st[i] = outer;
+        outer *= r_out->t.dims[i];
+    }
+    if (outer != ir_numel(&x->t)) return false; /* the leading dims are x's rows */
+    for (int i = 0; i < op->rank; i++) op->dims[i] = r_out->t.dims[i];
+    op->offset = start;
+    return true;
+}
+
 /* Operand `slot` of the MatMul `mm`, walking back through at most one
  * Transpose and (when scale is non-NULL) scalar Mul/Div nodes that feed only
- * it: those join the pattern, the factors multiply *scale. */
+ * it, and last a Reshape of a Slice (sliced_heads): those join the pattern,
+ * the factors multiply *scale. */
 static bool attn_operand(const ir_graph *g, ir_node *mm, int slot, double *scale, pattern *pt, pass_attn_operand *op)
 {
     ir_value *v = mm->in[slot];
     if (!v || !v->shape_known || v->t.rank < 2 || v->t.rank > 4) return false;
     int r = v->t.rank;
     op->rank = r;
+    op->offset = 0;
     for (int i = 0; i < r; i++) op->perm[i] = i;
     bool transposed = false;
     ir_node *user = mm;
@@ -525,6 +632,20 @@ static bool attn_operand(const ir_graph *g, ir_node *mm, int slot, double *scale
         if (!pattern_take(pt, p)) return false;
         v = in;
         user = p;
+    }
+    int64_t st = 1;
+    for (int i = r - 1; i >= 0; i--) {
+        op->dims[i] = v->t.dims[i];
+        op->st[i] = st;
+        st *= v->t.dims[i];
+    }
+    ir_node *re = sole_producer(g, v, user);
+    ir_node *sl = re && re->op == KILN_OP_RESHAPE ? sole_producer(g, re->in[0], re) : NULL;
+    pass_attn_operand cut = *op;
+    if (sl && pt->n_nodes + 2 <= PATTERN_MAX && sliced_heads(re, sl, &cut) && pattern_take(pt, re) &&
+        pattern_take(pt, sl)) {
+        *op = cut;
+        v = sl->in[0];
     }
     op->v = v;
     return true;

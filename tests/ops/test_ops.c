@@ -1126,6 +1126,54 @@ static void b_attention_transposed(tc *c)
     }
 }
 
+/* Attention as torchvision's ViT exports it: one projection [S, B, 3E]
+ * (here computed, so it lives in the arena) sliced into q, k and v along
+ * its last axis, each reshaped to [S, B*H, D] and transposed to heads;
+ * the group reads the three straight from the projection (pass.h
+ * pass_attn_operand: strides and offsets). Variant 1 has a batch of 2,
+ * whose Reshape merges batch and heads into one dim no single stride
+ * walks, and variant 2 slices with a step of 2: the group absorbs neither,
+ * the slices stay copies. Variant 3 has a head dim that is not a multiple
+ * of 16 (the fp32 kernel). */
+static void b_attention_sliced(tc *c)
+{
+    int64_t B = c->variant == 1 ? 2 : 1, H = rdim(c, 1, 4), S = rdim(c, 1, 50);
+    int64_t D = c->variant == 3 ? rdim(c, 1, 24) : 16 * rint_(c, 1, 4), E = H * D, st = c->variant == 2 ? 2 : 1;
+    tc_input(c, "x", KILN_F32, 3, (int64_t[]){S, B, 3 * E * st}, G_NORMAL);
+    tc_node(c, "Relu", "x", "qkv");
+    /* names outlive the builder's packing: literals */
+    static const char *start[3] = {"q_start", "k_start", "v_start"}, *end[3] = {"q_end", "k_end", "v_end"};
+    static const char *cut[3] = {"qkv,q_start,q_end,axes", "qkv,k_start,k_end,axes", "qkv,v_start,v_end,axes"};
+    static const char *cut2[3] = {"qkv,q_start,q_end,axes,steps", "qkv,k_start,k_end,axes,steps",
+                                  "qkv,v_start,v_end,axes,steps"};
+    static const char *sliced[3] = {"q_cut", "k_cut", "v_cut"}, *heads[3] = {"q_heads", "k_heads", "v_heads"};
+    static const char *reshape[3] = {"q_cut,shape", "k_cut,shape", "v_cut,shape"};
+    tc_ints(c, "axes", 1, (int64_t[]){-1});
+    if (st == 2) tc_ints(c, "steps", 1, (int64_t[]){2});
+    tc_ints(c, "shape", 3, (int64_t[]){S, B * H, D});
+    for (int i = 0; i < 3; i++) {
+        tc_ints(c, start[i], 1, (int64_t[]){i * E * st});
+        tc_ints(c, end[i], 1, (int64_t[]){(i + 1) * E * st});
+        tc_node(c, "Slice", st == 2 ? cut2[i] : cut[i], sliced[i]);
+        tc_node(c, "Reshape", reshape[i], heads[i]);
+    }
+    ais(c, tc_node(c, "Transpose", "q_heads", "qt"), "perm", 3, (int64_t[]){1, 0, 2});
+    ais(c, tc_node(c, "Transpose", "k_heads", "kt"), "perm", 3, (int64_t[]){1, 2, 0});
+    ais(c, tc_node(c, "Transpose", "v_heads", "vt"), "perm", 3, (int64_t[]){1, 0, 2});
+    tc_scalar(c, "sqrt_d", KILN_F32, sqrt((double)D));
+    tc_node(c, "Div", "qt,sqrt_d", "qs");
+    tc_node(c, "MatMul", "qs,kt", "s");
+    ai(c, tc_node(c, "Softmax", "s", "p"), "axis", -1);
+    tc_node(c, "MatMul", "p,vt", "o");
+    ais(c, tc_node(c, "Transpose", "o", "y"), "perm", 3, (int64_t[]){1, 0, 2});
+    tc_note(c, "S %lld, B %lld, H %lld, D %lld%s", (long long)S, (long long)B, (long long)H, (long long)D,
+            st == 2 ? ", slices of step 2" : "");
+    tc_out(c, "y");
+    c->want_patterns = PASS_PATTERN_ATTENTION;
+    /* the Relu and the attention, + 3 copies and 3 aliases where the slices stay */
+    c->want_groups = st == 2 || B > 1 ? 8 : 2;
+}
+
 /* Attention as PyTorch exports transformers' BERT: q, k and v stored
  * [B, S, H, D] and transposed in (k to [B, H, D, S]), q and k^T each
  * scaled by a Mul, an additive mask [B, 1, Sq, Sk], then the NaN guard
@@ -1230,6 +1278,44 @@ static void b_gemm_act(tc *c)
     tc_const(c, "c", KILN_F32, 1, &N, G_NORMAL);
     ai(c, tc_node(c, "Gemm", "a,b,c", "g"), "transB", 1);
     act_node(c, c->variant + 4, "g", "y");
+    tc_out(c, "y");
+}
+
+/* A residual Add after views of a contraction's output joins its epilogue
+ * (ViT's out-projection: Gemm, Reshape [M,1,N], Transpose to [1,M,N], Add).
+ * Variant 0: that; 1: MatMul [1,M,K] x [K,N], Reshape to [M,N], Add; 2: the
+ * Add's other operand a constant after the view, which stays out (a bias
+ * after a view would broadcast along other axes). */
+static void b_gemm_viewed_residual(tc *c)
+{
+    int64_t M = rdim(c, 1, 40), K = rdim(c, 1, 24), N = rdim(c, 1, 40);
+    if (c->variant == 0) {
+        tc_input(c, "a", KILN_F32, 2, (int64_t[]){M, K}, G_NORMAL);
+        tc_const(c, "b", KILN_F32, 2, (int64_t[]){N, K}, G_NORMAL);
+        tc_const(c, "c", KILN_F32, 1, &N, G_NORMAL);
+        tc_input(c, "r", KILN_F32, 3, (int64_t[]){1, M, N}, G_NORMAL);
+        ai(c, tc_node(c, "Gemm", "a,b,c", "g"), "transB", 1);
+        tc_ints(c, "shape", 3, (int64_t[]){M, 1, N});
+        tc_node(c, "Reshape", "g,shape", "v");
+        ais(c, tc_node(c, "Transpose", "v", "t"), "perm", 3, (int64_t[]){1, 0, 2});
+        tc_node(c, "Add", "t,r", "y");
+        c->want_groups = 1;
+    } else {
+        tc_input(c, "a", KILN_F32, 3, (int64_t[]){1, M, K}, G_NORMAL);
+        tc_const(c, "b", KILN_F32, 2, (int64_t[]){K, N}, G_NORMAL);
+        tc_node(c, "MatMul", "a,b", "g");
+        tc_ints(c, "shape", 2, (int64_t[]){M, N});
+        tc_node(c, "Reshape", "g,shape", "v");
+        if (c->variant == 1) {
+            tc_input(c, "r", KILN_F32, 2, (int64_t[]){M, N}, G_NORMAL);
+            c->want_groups = 1;
+        } else {
+            tc_const(c, "r", KILN_F32, 2, (int64_t[]){M, N}, G_NORMAL);
+        }
+        tc_node(c, "Add", "v,r", "y");
+    }
+    tc_note(c, "%s", (const char *[]){"Gemm, Reshape, Transpose, Add", "MatMul, Reshape, Add",
+                                      "MatMul, Reshape, Add of a constant"}[c->variant % 3]);
     tc_out(c, "y");
 }
 
@@ -2718,9 +2804,11 @@ static const op_case case_table[] = {
     CASE("MatMul+Add+GELU/erf_epilogue", b_matmul_gelu_erf),
     CASE("Attention/transposed_output", b_attention_transposed),
     CASE("Attention/nan_guard", b_attention_nan_guard),
+    CASE("Attention/sliced_heads", b_attention_sliced),
     CASE("MatMul+scale+residual+act", b_matmul_scale_res),
     CASE("Gemm", b_gemm),
     CASE("Gemm+act", b_gemm_act),
+    {"Gemm+views+residual", b_gemm_viewed_residual, "", 0, G_NORMAL, 0, EXPECT_C, 3},
     FB("Gemm/full_C_or_beta", b_gemm_full_c, 2),
     {"MatMul+act/special_values", b_epilogue_special, "", 0, G_NORMAL, 0, EXPECT_C, 8},
     {"MatMul/large", b_matmul_large, "", 0, G_NORMAL, 0, EXPECT_C, 2},

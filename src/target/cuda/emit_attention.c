@@ -63,14 +63,12 @@ static void contiguous_strides(const ir_tensor *t, int64_t *st)
     }
 }
 
-/* The operand as its MatMul sees it: dims and strides of the value read. */
+/* The operand as its MatMul sees it: dims and strides over the value read. */
 static void operand_view(const pass_attn_operand *op, int64_t *dims, int64_t *st)
 {
-    int64_t vs[IR_MAX_RANK];
-    contiguous_strides(&op->v->t, vs);
     for (int i = 0; i < op->rank; i++) {
-        dims[i] = op->v->t.dims[op->perm[i]];
-        st[i] = vs[op->perm[i]];
+        dims[i] = op->dims[op->perm[i]];
+        st[i] = op->st[op->perm[i]];
     }
 }
 
@@ -144,7 +142,8 @@ static kiln_status att_problem_of(const cg_emitter *e, const sched_group *grp, a
     pb->mma = (tq == KILN_F16 || tq == KILN_BF16) && tk == tq && tv == tq && pb->d % 16 == 0 &&
               pb->d <= MMA_MAX_HEAD && pb->dv % 16 == 0 && pb->dv <= MMA_MAX_HEAD && pb->q.c == 1 && pb->v.c == 1 &&
               k_ok && mult8(pb->q.r) && mult8(pb->v.r) && mult8(pb->q.b) && mult8(pb->q.h) && mult8(pb->k.b) &&
-              mult8(pb->k.h) && mult8(pb->v.b) && mult8(pb->v.h) && o_ok;
+              mult8(pb->k.h) && mult8(pb->v.b) && mult8(pb->v.h) && o_ok && mult8(at->q.offset) &&
+              mult8(at->kt.offset) && mult8(at->v.offset);
     return KILN_OK;
 }
 
@@ -210,9 +209,9 @@ static kiln_status emit_with(cg_emitter *e, const sched_group *grp, const att_pr
                     rows_per_warp(pb) * warps,
                     pb->mma ? (pb->k_rows ? ", k stored [key][d]" : ", k stored [d][key]") : "");
     base_str_printf(s, "static __device__ void op_%d(const kiln_gctx *c, int t)\n{\n    kg_att p;\n", grp->id);
-    base_str_printf(s, "    p.q = %s;\n", cg_ptr(e, at->q.v, pq, sizeof(pq)));
-    base_str_printf(s, "    p.k = %s;\n", cg_ptr(e, at->kt.v, pk, sizeof(pk)));
-    base_str_printf(s, "    p.v = %s;\n", cg_ptr(e, at->v.v, pv, sizeof(pv)));
+    base_str_printf(s, "    p.q = %s + %lld;\n", cg_ptr(e, at->q.v, pq, sizeof(pq)), (long long)at->q.offset);
+    base_str_printf(s, "    p.k = %s + %lld;\n", cg_ptr(e, at->kt.v, pk, sizeof(pk)), (long long)at->kt.offset);
+    base_str_printf(s, "    p.v = %s + %lld;\n", cg_ptr(e, at->v.v, pv, sizeof(pv)), (long long)at->v.offset);
     base_str_printf(s, "    p.mask = %s;\n", at->mask ? cg_ptr(e, at->mask, pm, sizeof(pm)) : "0");
     base_str_printf(s, "    p.o = %s;\n", cg_ptr(e, at->out, po, sizeof(po)));
     base_str_printf(s, "    p.tq = %s;\n    p.tk = %s;\n    p.tv = %s;\n    p.tm = %s;\n    p.to = %s;\n",
