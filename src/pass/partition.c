@@ -486,7 +486,7 @@ kiln_status pass_group_epilogue(const sched_group *grp, pass_epilogue *ep, base_
 
 /* ---- patterns (pass_support.patterns) --------------------------------------------- */
 
-#define PATTERN_MAX 24 /* attention: 18 nodes with a mask, a NaN guard and three sliced operands */
+#define PATTERN_MAX 48 /* attention: 7 nodes, and up to 12 (ATTN_CHAIN_MAX) for each operand */
 
 /* The nodes of one multi-node pattern, sorted by node id (topological
  * order) once matched. */
@@ -496,8 +496,17 @@ typedef struct pattern {
     int n_nodes;
 } pattern;
 
+static bool pattern_has(const pattern *pt, const ir_node *n)
+{
+    for (int i = 0; pt && i < pt->n_nodes; i++)
+        if (pt->nodes[i] == n) return true;
+    return false;
+}
+
+/* Adds n (once: a view several operands read through is taken once). */
 static bool pattern_take(pattern *pt, ir_node *n)
 {
+    if (pattern_has(pt, n)) return true;
     if (pt->n_nodes == PATTERN_MAX || n->n_out != 1 || !n->out[0] || n->out[0]->is_const) return false;
     pt->nodes[pt->n_nodes++] = n;
     return true;
@@ -546,7 +555,7 @@ static bool transpose_perm(const ir_node *n, int *perm)
     return true;
 }
 
-/* A constant int64 input's element i (with its count), or false. */
+/* Element i of a constant integer input, or false. */
 static bool const_int(const ir_node *n, int slot, int64_t i, int64_t *out)
 {
     const ir_value *c = slot < n->n_in ? n->in[slot] : NULL;
@@ -556,99 +565,221 @@ static bool const_int(const ir_node *n, int slot, int64_t i, int64_t *out)
     return true;
 }
 
-/* A Reshape r (of the Slice sl's output) that the operand reads through:
- * sl cuts [start, end) of the last axis of a contiguous x with step 1, and
- * r only regroups dims, its trailing ones splitting the cut and its leading
- * ones the leading dims of x. Fills op's dims, strides and offset over x. */
-static bool sliced_heads(const ir_node *r, const ir_node *sl, pass_attn_operand *op)
+/* An operand read through views: dims, element strides and an offset over
+ * the value the chain starts from. */
+typedef struct strided {
+    int rank;
+    int64_t dims[IR_MAX_RANK], st[IR_MAX_RANK], offset;
+} strided;
+
+/* The view as reshaped to dims e[0..m): each run of dims that step through
+ * memory as one block splits or merges into new dims (the rule a strided
+ * tensor library uses to decide that a reshape is a view). */
+static bool strided_reshape(strided *w, int m, const int64_t *e)
 {
-    const ir_value *x = sl->in[0], *s_out = sl->out[0], *r_out = r->out[0];
-    if (sl->op != KILN_OP_SLICE || sl->opset < 10 || !x->shape_known || !s_out->shape_known || x->t.rank < 1 ||
-        r_out->t.rank != op->rank || s_out->t.dtype != x->t.dtype)
-        return false;
-    int xr = x->t.rank;
-    int64_t axis = 0, start, end, step = 1, n_axes = sl->n_in > 3 && sl->in[3] ? ir_numel(&sl->in[3]->t) : 1;
-    if (n_axes != 1 || !const_int(sl, 1, 0, &start) || !const_int(sl, 2, 0, &end)) return false;
-    if (sl->n_in > 3 && sl->in[3] && !const_int(sl, 3, 0, &axis)) return false;
-    if (sl->n_in > 4 && sl->in[4] && !const_int(sl, 4, 0, &step)) return false;
-    if (axis < 0) axis += xr;
-    int64_t row = x->t.dims[xr - 1], len = s_out->t.dims[xr - 1];
-    if (axis != xr - 1 || step != 1) return false;
-    if (start < 0) start += row;
-    start = KILN_MAX(0, KILN_MIN(start, row));
-    if (len <= 0 || start + len > row) return false;
-    /* r's trailing dims multiply to len, its leading ones to the rows */
-    int split = op->rank;
-    int64_t p = 1;
-    while (split > 0 && p < len) p *= r_out->t.dims[--split];
-    if (p != len || split < 1) return false;
-    int64_t inner = 1;
-    for (int i = op->rank - 1; i >= split; i--) {
-        op->st[i] = inner;
-        inner *= r_out->t.dims[i];
+    int64_t nst[IR_MAX_RANK];
+    int vd = m - 1;
+    int64_t base = w->rank ? w->st[w->rank - 1] : 1, t_numel = 1, v_numel = 1;
+    for (int td = w->rank - 1; td >= 0; td--) {
+        t_numel *= w->dims[td];
+        if (td == 0 || (w->dims[td - 1] != 1 && w->st[td - 1] != t_numel * base)) {
+            while (vd >= 0 && (v_numel < t_numel || e[vd] == 1)) {
+                nst[vd] = v_numel * base;
+                v_numel *= e[vd];
+                vd--;
+            }
+            if (v_numel != t_numel) return false;
+            if (td > 0) {
+                base = w->st[td - 1];
+                t_numel = v_numel = 1;
+            }
+        }
     }
-    int64_t outer = row;
-    for (int i = split - 1; i >= 0; i--) {
-        op->st[i] = outer;
-        outer *= r_out->t.dims[i];
-    }
-    if (outer != ir_numel(&x->t)) return false; /* the leading dims are x's rows */
-    for (int i = 0; i < op->rank; i++) op->dims[i] = r_out->t.dims[i];
-    op->offset = start;
+    while (vd >= 0 && e[vd] == 1) nst[vd--] = 1; /* leading unit dims */
+    if (vd != -1) return false;
+    w->rank = m;
+    memcpy(w->dims, e, (size_t)m * sizeof(int64_t));
+    memcpy(w->st, nst, (size_t)m * sizeof(int64_t));
     return true;
 }
 
-/* Operand `slot` of the MatMul `mm`, walking back through at most one
- * Transpose and (when scale is non-NULL) scalar Mul/Div nodes that feed only
- * it, and last a Reshape of a Slice (sliced_heads): those join the pattern,
- * the factors multiply *scale. */
-static bool attn_operand(const ir_graph *g, ir_node *mm, int slot, double *scale, pattern *pt, pass_attn_operand *op)
+/* The view after node n (a Transpose, a reshape, a Gather of one constant
+ * index, or a Slice of constant bounds and positive steps), or false. */
+static bool strided_step(strided *w, const ir_node *n)
+{
+    const ir_value *y = n->out[0];
+    int r = w->rank;
+    switch (n->op) {
+    case KILN_OP_TRANSPOSE: {
+        int perm[IR_MAX_RANK];
+        if (!transpose_perm(n, perm) || y->t.rank != r) return false;
+        strided o = *w;
+        for (int i = 0; i < r; i++) {
+            o.dims[i] = w->dims[perm[i]];
+            o.st[i] = w->st[perm[i]];
+        }
+        *w = o;
+        return true;
+    }
+    case KILN_OP_RESHAPE: case KILN_OP_FLATTEN: case KILN_OP_SQUEEZE: case KILN_OP_UNSQUEEZE:
+    case KILN_OP_IDENTITY:
+        return strided_reshape(w, y->t.rank, y->t.dims);
+    case KILN_OP_GATHER: {
+        int64_t axis = ir_node_attr_int(n, "axis", 0), idx;
+        const ir_value *ix = n->in[1];
+        if (axis < 0) axis += r;
+        if (axis < 0 || axis >= r || !ix || ix->t.rank > 1 || !const_int(n, 1, 0, &idx) || ir_numel(&ix->t) != 1)
+            return false;
+        if (idx < 0) idx += w->dims[axis];
+        if (idx < 0 || idx >= w->dims[axis]) return false;
+        w->offset += idx * w->st[axis];
+        if (ix->t.rank == 1) w->dims[axis] = 1; /* [1] keeps the axis */
+        else {
+            for (int i = (int)axis; i + 1 < r; i++) {
+                w->dims[i] = w->dims[i + 1];
+                w->st[i] = w->st[i + 1];
+            }
+            w->rank--;
+        }
+        return y->t.rank == w->rank;
+    }
+    case KILN_OP_SLICE: {
+        if (n->opset < 10 || !n->in[1] || !n->in[2]) return false;
+        int64_t k = ir_numel(&n->in[1]->t);
+        for (int64_t a = 0; a < k; a++) {
+            int64_t start, end, axis = a, step = 1;
+            if (!const_int(n, 1, a, &start) || !const_int(n, 2, a, &end)) return false;
+            if (n->n_in > 3 && n->in[3] && !const_int(n, 3, a, &axis)) return false;
+            if (n->n_in > 4 && n->in[4] && !const_int(n, 4, a, &step)) return false;
+            if (axis < 0) axis += r;
+            if (axis < 0 || axis >= r || step <= 0) return false;
+            int64_t d = w->dims[axis];
+            if (start < 0) start += d;
+            if (end < 0) end += d;
+            start = KILN_MAX(0, KILN_MIN(start, d));
+            end = KILN_MAX(start, KILN_MIN(end, d));
+            w->offset += start * w->st[axis];
+            w->dims[axis] = (end - start + step - 1) / step;
+            w->st[axis] *= step;
+        }
+        return true;
+    }
+    default: return false;
+    }
+}
+
+static bool is_strided_view(const ir_node *n)
+{
+    switch (n->op) {
+    case KILN_OP_TRANSPOSE: case KILN_OP_RESHAPE: case KILN_OP_FLATTEN: case KILN_OP_SQUEEZE:
+    case KILN_OP_UNSQUEEZE: case KILN_OP_IDENTITY: case KILN_OP_GATHER: case KILN_OP_SLICE:
+        return true;
+    default: return false;
+    }
+}
+
+#define ATTN_CHAIN_MAX 12
+
+/* Operand `slot` of the MatMul `mm`: the chain of nodes that feed only it,
+ * back from mm, of views (is_strided_view) and, when scale is non-NULL,
+ * scalar Mul/Div (elementwise: they commute with the views). The longest
+ * tail of the chain whose views compose into one strided read of the value
+ * before it joins the pattern (the factors multiply *scale), if that read
+ * keeps one of the last two dims contiguous and every other stride and the
+ * offset a multiple of 8 elements where a head dim is a multiple of 16
+ * (16-byte rows for the tensor-core kernel; a view without them would cost
+ * it more than a copy does). Else
+ * the operand is mm's input as it is. ViT's q, k and v come out of one
+ * projection through a Reshape, a Transpose, Gathers and per-head
+ * Reshapes and Transposes, all read in place. `prev` (NULL at first)
+ * holds the nodes an earlier try took for every operand: a view whose
+ * output they alone read may be taken too. */
+/* The node producing v when every reader of v is `user` or a node of
+ * `also` (NULL: user alone). Nodes folded into constants (a Shape of v:
+ * torch 2 exports one for the attention's scale) read nothing. */
+static ir_node *producer_read_by(const ir_graph *g, const ir_value *v, const ir_node *user, const pattern *also)
+{
+    if (!v || v->graph != g || v->is_const || v->is_output || !v->producer || v->producer->n_out != 1) return NULL;
+    int readers = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = g->nodes[i];
+        if (n->n_out >= 1 && n->out[0] && n->out[0]->is_const && !(ir_ops[n->op].flags & IR_OPF_RANDOM)) continue;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] == v) {
+                if (n != user && !pattern_has(also, n)) return NULL;
+                readers++;
+                break;
+            }
+    }
+    return readers ? v->producer : NULL;
+}
+
+static bool attn_operand(const ir_graph *g, ir_node *mm, int slot, double *scale, pattern *pt, const pattern *prev,
+                         pass_attn_operand *op)
 {
     ir_value *v = mm->in[slot];
     if (!v || !v->shape_known || v->t.rank < 2 || v->t.rank > 4) return false;
     int r = v->t.rank;
-    op->rank = r;
-    op->offset = 0;
-    for (int i = 0; i < r; i++) op->perm[i] = i;
-    bool transposed = false;
+    ir_node *chain[ATTN_CHAIN_MAX];
+    ir_value *src[ATTN_CHAIN_MAX]; /* chain[i] reads src[i] */
+    int n = 0;
     ir_node *user = mm;
-    for (;;) {
-        ir_node *p = sole_producer(g, v, user);
-        ir_value *in;
-        double s;
-        if (!p) break;
-        if (p->op == KILN_OP_TRANSPOSE && !transposed && p->in[0]->shape_known && p->in[0]->t.rank == r) {
-            int tp[IR_MAX_RANK];
-            if (!transpose_perm(p, tp)) break;
-            /* the operand's dim i is v's dim perm[i], and v's dim j is in's dim tp[j] */
-            for (int i = 0; i < r; i++) op->perm[i] = tp[op->perm[i]];
-            transposed = true;
+    ir_value *cur = v, *in;
+    double s;
+    for (ir_node *p; n < ATTN_CHAIN_MAX;) {
+        /* a view may feed other nodes of the pattern (ViT's q, k and v
+         * Gathered from one tensor), a scale factor only this operand */
+        if ((p = sole_producer(g, cur, user)) && scale && scalar_factor(p, &in, &s)) {
+        } else if ((p = producer_read_by(g, cur, user, prev)) && is_strided_view(p) && p->in[0] &&
+                   p->in[0]->shape_known) {
             in = p->in[0];
-        } else if (scale && scalar_factor(p, &in, &s)) {
-            *scale *= s;
         } else {
             break;
         }
-        if (!pattern_take(pt, p)) return false;
-        v = in;
+        chain[n] = p;
+        src[n++] = in;
+        cur = in;
         user = p;
     }
-    int64_t st = 1;
-    for (int i = r - 1; i >= 0; i--) {
-        op->dims[i] = v->t.dims[i];
-        op->st[i] = st;
-        st *= v->t.dims[i];
+    /* the farthest start whose views compose (k = 0: none taken) */
+    for (int k = n; k >= 0; k--) {
+        const ir_value *x = k ? src[k - 1] : v;
+        strided w = {.rank = x->t.rank, .offset = 0};
+        int64_t st = 1;
+        for (int i = w.rank - 1; i >= 0; i--) {
+            w.dims[i] = x->t.dims[i];
+            w.st[i] = st;
+            st *= x->t.dims[i];
+        }
+        bool ok = true;
+        for (int i = k - 1; i >= 0 && ok; i--)
+            if (is_strided_view(chain[i])) ok = strided_step(&w, chain[i]);
+        ok = ok && w.rank == r && pt->n_nodes + k <= PATTERN_MAX;
+        for (int i = 0; ok && i < r; i++) ok = w.dims[i] == v->t.dims[i];
+        /* alignment matters where the tensor-core kernel could run: a head
+         * dim (the last, or k^T's second last) a multiple of 16 */
+        if (ok && k > 0 && (v->t.dims[r - 1] % 16 == 0 || v->t.dims[r - 2] % 16 == 0)) {
+            bool unit_last = w.st[r - 1] == 1 || w.dims[r - 1] == 1, unit_prev = w.st[r - 2] == 1 || w.dims[r - 2] == 1;
+            ok = (unit_last || unit_prev) && w.offset % 8 == 0;
+            for (int i = 0; ok && i < r; i++)
+                if (w.st[i] != 1 && w.dims[i] != 1) ok = w.st[i] % 8 == 0;
+        }
+        if (!ok) continue;
+        for (int i = 0; i < k; i++) {
+            if (!pattern_take(pt, chain[i])) return false;
+            if (scale && !is_strided_view(chain[i]) && scalar_factor(chain[i], &in, &s)) *scale *= s;
+        }
+        op->v = x;
+        op->rank = r;
+        op->offset = w.offset;
+        for (int i = 0; i < r; i++) {
+            op->perm[i] = i;
+            op->dims[i] = w.dims[i];
+            op->st[i] = w.st[i];
+        }
+        return true;
     }
-    ir_node *re = sole_producer(g, v, user);
-    ir_node *sl = re && re->op == KILN_OP_RESHAPE ? sole_producer(g, re->in[0], re) : NULL;
-    pass_attn_operand cut = *op;
-    if (sl && pt->n_nodes + 2 <= PATTERN_MAX && sliced_heads(re, sl, &cut) && pattern_take(pt, re) &&
-        pattern_take(pt, sl)) {
-        *op = cut;
-        v = sl->in[0];
-    }
-    op->v = v;
-    return true;
+    return false;
 }
 
 /* m broadcasts to t without growing it (dims aligned right, equal or 1). */
@@ -736,9 +867,20 @@ static bool match_attention(const ir_graph *g, ir_node *sm, pattern *pt, pass_at
     }
     ir_node *mm1 = p;
     if (!mm1 || mm1->op != KILN_OP_MAT_MUL || !pattern_take(pt, mm1)) return false;
-    if (!attn_operand(g, mm1, 0, &at->scale, pt, &at->q) || !attn_operand(g, mm1, 1, &at->scale, pt, &at->kt) ||
-        !attn_operand(g, mm2, 1, NULL, pt, &at->v))
-        return false;
+    /* the operands, again while a try takes more than the one before: the
+     * views they share join once every reader has */
+    pattern base = *pt, prev;
+    double scale0 = at->scale;
+    for (int attempt = 0; attempt < 4; attempt++) {
+        *pt = base;
+        at->scale = scale0;
+        if (!attn_operand(g, mm1, 0, &at->scale, pt, attempt ? &prev : NULL, &at->q) ||
+            !attn_operand(g, mm1, 1, &at->scale, pt, attempt ? &prev : NULL, &at->kt) ||
+            !attn_operand(g, mm2, 1, NULL, pt, attempt ? &prev : NULL, &at->v))
+            return false;
+        if (attempt > 0 && pt->n_nodes == prev.n_nodes) break;
+        prev = *pt;
+    }
     at->scores = mm1->out[0];
     at->out = mm2->out[0];
     for (int i = 0; i < r; i++) at->out_perm[i] = i;
@@ -768,6 +910,11 @@ static bool match_attention(const ir_graph *g, ir_node *sm, pattern *pt, pass_at
         memcpy(at->out_perm, tp, (size_t)r * sizeof(int));
         at->out_transposed = true;
         at->out = tr->out[0];
+    }
+    /* every value the group computes, but its output, stays inside it */
+    for (int i = 0; i < pt->n_nodes; i++) {
+        const ir_value *ov = pt->nodes[i]->out[0];
+        if (ov != at->out && producer_read_by(g, ov, NULL, pt) != pt->nodes[i]) return false;
     }
     return true;
 }

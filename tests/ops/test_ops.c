@@ -1132,11 +1132,17 @@ static void b_attention_transposed(tc *c)
  * the group reads the three straight from the projection (pass.h
  * pass_attn_operand: strides and offsets). Variant 1 has a batch of 2,
  * whose Reshape merges batch and heads into one dim no single stride
- * walks, and variant 2 slices with a step of 2: the group absorbs neither,
- * the slices stay copies. Variant 3 has a head dim that is not a multiple
- * of 16 (the fp32 kernel). */
+ * walks, and variant 2 slices with a step of 2 (head dims not contiguous):
+ * the slices stay copies, the group reads those. Variant 3 has a head dim
+ * that is not a multiple of 16 (the fp32 kernel). */
+static void b_attention_gathered(tc *c);
+
 static void b_attention_sliced(tc *c)
 {
+    if (c->variant == 4) {
+        b_attention_gathered(c);
+        return;
+    }
     int64_t B = c->variant == 1 ? 2 : 1, H = rdim(c, 1, 4), S = rdim(c, 1, 50);
     int64_t D = c->variant == 3 ? rdim(c, 1, 24) : 16 * rint_(c, 1, 4), E = H * D, st = c->variant == 2 ? 2 : 1;
     tc_input(c, "x", KILN_F32, 3, (int64_t[]){S, B, 3 * E * st}, G_NORMAL);
@@ -1170,8 +1176,61 @@ static void b_attention_sliced(tc *c)
             st == 2 ? ", slices of step 2" : "");
     tc_out(c, "y");
     c->want_patterns = PASS_PATTERN_ATTENTION;
-    /* the Relu and the attention, + 3 copies and 3 aliases where the slices stay */
-    c->want_groups = st == 2 || B > 1 ? 8 : 2;
+    /* the Relu and the attention, + 3 copies where the slices stay */
+    c->want_groups = st == 2 || B > 1 ? 5 : 2;
+}
+
+/* Variant 4 of Attention/sliced_heads, as torch 2's exporter writes ViT's
+ * attention: the projection [S, 1, 3E] unflattened to [S, 1, 3, E], moved
+ * to [3, S, 1, E] (Unsqueeze, Transpose, Squeeze), q, k and v Gathered out
+ * of it, split into heads [S, H, D], transposed, given a batch dim
+ * [1, H, S, D] and each scaled by sqrt(1 / sqrt(D)), a factor computed
+ * from q's Shape: all views, read in place by the attention (the Shape
+ * is folded into a constant and reads nothing). */
+static void b_attention_gathered(tc *c)
+{
+    int64_t H = rdim(c, 1, 4), S = rdim(c, 1, 50), D = 16 * rint_(c, 1, 4), E = H * D;
+    tc_input(c, "x", KILN_F32, 3, (int64_t[]){S, 1, 3 * E}, G_NORMAL);
+    tc_node(c, "Relu", "x", "qkv");
+    tc_ints(c, "unflat", 4, (int64_t[]){S, 1, 3, E});
+    tc_node(c, "Reshape", "qkv,unflat", "u");
+    tc_ints(c, "ax0", 1, (int64_t[]){0});
+    tc_node(c, "Unsqueeze", "u,ax0", "u5");
+    ais(c, tc_node(c, "Transpose", "u5", "t5"), "perm", 5, (int64_t[]){3, 1, 2, 0, 4});
+    tc_ints(c, "ax3", 1, (int64_t[]){3});
+    tc_node(c, "Squeeze", "t5,ax3", "three");
+    tc_ints(c, "heads", 3, (int64_t[]){S, H, D});
+    tc_ints(c, "batched", 4, (int64_t[]){1, H, S, D});
+    static const char *idx[3] = {"i0", "i1", "i2"}, *gin[3] = {"three,i0", "three,i1", "three,i2"};
+    static const char *g[3] = {"gq", "gk", "gv"}, *rin[3] = {"gq,heads", "gk,heads", "gv,heads"};
+    static const char *h[3] = {"hq", "hk", "hv"}, *t[3] = {"tq", "tk", "tv"};
+    static const char *bin[3] = {"tq,batched", "tk,batched", "tv,batched"}, *b4[3] = {"bq", "bk", "bv"};
+    for (int i = 0; i < 3; i++) {
+        tc_ints(c, idx[i], -1, (int64_t[]){i});
+        ai(c, tc_node(c, "Gather", gin[i], g[i]), "axis", 0);
+        tc_node(c, "Reshape", rin[i], h[i]);
+        ais(c, tc_node(c, "Transpose", h[i], t[i]), "perm", 3, (int64_t[]){1, 0, 2});
+        tc_node(c, "Reshape", bin[i], b4[i]);
+    }
+    /* the factor from q's shape, as exported: a Shape read of q, folded */
+    tc_node(c, "Shape", "bq", "qshape");
+    tc_ints(c, "last", -1, (int64_t[]){-1});
+    ai(c, tc_node(c, "Gather", "qshape,last", "dq"), "axis", 0);
+    ai(c, tc_node(c, "Cast", "dq", "dqf"), "to", 1);
+    tc_node(c, "Sqrt", "dqf", "sqd");
+    tc_node(c, "Reciprocal", "sqd", "inv");
+    tc_node(c, "Sqrt", "inv", "root");
+    ais(c, tc_node(c, "Transpose", "bk", "bkt"), "perm", 4, (int64_t[]){0, 1, 3, 2});
+    tc_node(c, "Mul", "bq,root", "sq");
+    tc_node(c, "Mul", "bkt,root", "sk");
+    tc_node(c, "MatMul", "sq,sk", "s");
+    ai(c, tc_node(c, "Softmax", "s", "p"), "axis", -1);
+    tc_node(c, "MatMul", "p,bv", "o");
+    ais(c, tc_node(c, "Transpose", "o", "y"), "perm", 4, (int64_t[]){2, 0, 1, 3});
+    tc_note(c, "torch 2's ViT export: S %lld, H %lld, D %lld", (long long)S, (long long)H, (long long)D);
+    tc_out(c, "y");
+    c->want_patterns = PASS_PATTERN_ATTENTION;
+    c->want_groups = 2; /* the Relu and the attention */
 }
 
 /* Attention as PyTorch exports transformers' BERT: q, k and v stored
@@ -2804,7 +2863,7 @@ static const op_case case_table[] = {
     CASE("MatMul+Add+GELU/erf_epilogue", b_matmul_gelu_erf),
     CASE("Attention/transposed_output", b_attention_transposed),
     CASE("Attention/nan_guard", b_attention_nan_guard),
-    CASE("Attention/sliced_heads", b_attention_sliced),
+    {"Attention/sliced_heads", b_attention_sliced, "", 0, G_NORMAL, 0, EXPECT_C, 5},
     CASE("MatMul+scale+residual+act", b_matmul_scale_res),
     CASE("Gemm", b_gemm),
     CASE("Gemm+act", b_gemm_act),
