@@ -290,7 +290,7 @@ UNIT_TEST(tuner_without_device_chooses_heuristically)
     UNIT_CHECK_STR_CONTAINS(last_progress, "no CUDA device");
     e.tuner = t;
     sched_group grp = {.id = 3, .name = "mm"};
-    UNIT_CHECK_EQ_INT(cg_tune_choose(&e, &grp, "gemm f16 m=1 n=2 k=3", 8, never_called), -1);
+    UNIT_CHECK_EQ_INT(cg_tune_choose(&e, &grp, "gemm f16 m=1 n=2 k=3", 8, 0, never_called), -1);
     cg_tuner_close(NULL);
     base_diag_free(&d);
 }

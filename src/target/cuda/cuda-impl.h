@@ -159,9 +159,12 @@ kiln_status cg_prelude(const cg_emitter *e, base_str *out);
  *     winner and returns it; progress lines go to the progress callback;
  *   - else -1: the caller uses its heuristic choice.
  * key: what identifies the work, independent of the group's position
- * ("gemm f16 m=128 n=768 k=768 bias gelu"): identical groups are tuned once. */
+ * ("gemm f16 m=128 n=768 k=768 bias gelu"): identical groups are tuned once.
+ * heuristic: the candidate the caller would choose without tuning; its time
+ * goes on the progress line next to the best one's. */
 typedef kiln_status (*cg_emit_cand_fn)(cg_emitter *e, const sched_group *grp, int cand, cg_op *op);
-int cg_tune_choose(cg_emitter *e, const sched_group *grp, const char *key, int n_cands, cg_emit_cand_fn emit_cand);
+int cg_tune_choose(cg_emitter *e, const sched_group *grp, const char *key, int n_cands, int heuristic,
+                   cg_emit_cand_fn emit_cand);
 
 kiln_status cg_tuner_open(cg_emitter *e, const void *weights, cg_tuner **out, base_diag *d);
 void cg_tuner_close(cg_tuner *t);

@@ -673,7 +673,7 @@ kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op)
     if (cl.n > 1) {
         char key[512];
         tune_key(e, grp, &g, kind == CONV_TC, key, sizeof(key));
-        int tuned = cg_tune_choose(e, grp, key, cl.n, emit_conv_cand);
+        int tuned = cg_tune_choose(e, grp, key, cl.n, 0, emit_conv_cand);
         if (tuned >= 0 && tuned < cl.n) cand = tuned;
     }
     return emit_conv_cand(e, grp, cand, op);

@@ -692,7 +692,7 @@ static int measure_all(cg_tuner *t, const cg_emitter *e, const sched_group *grp,
 }
 
 /* Tunes one key on the device: -1 when no candidate could be measured. */
-static int tune_key(cg_tuner *t, cg_emitter *e, const sched_group *grp, const char *key, int n_cands,
+static int tune_key(cg_tuner *t, cg_emitter *e, const sched_group *grp, const char *key, int n_cands, int heuristic,
                     cg_emit_cand_fn emit_cand)
 {
     double t0 = now_s();
@@ -726,8 +726,13 @@ static int tune_key(cg_tuner *t, cg_emitter *e, const sched_group *grp, const ch
     t->n_measured++;
     if (best >= 0) {
         char desc[96];
-        say(t, "tuning %s: %d/%d candidates, best %.1f us (candidate %d: %s); %.1f s", key, n_ran, n_cands,
-            cands[best].us, best, describe(&cands[best].op, desc, sizeof(desc)), secs);
+        char heur[64] = "";
+        if (heuristic >= 0 && heuristic < n_cands && heuristic != best && cands[heuristic].ok && cands[heuristic].ran)
+            snprintf(heur, sizeof(heur), "; the heuristic's, candidate %d, %.1f us", heuristic, cands[heuristic].us);
+        else if (heuristic == best)
+            snprintf(heur, sizeof(heur), "; the heuristic's choice");
+        say(t, "tuning %s: %d/%d candidates, best %.1f us (candidate %d: %s)%s; %.1f s", key, n_ran, n_cands,
+            cands[best].us, best, describe(&cands[best].op, desc, sizeof(desc)), heur, secs);
         if (t->db && cg_tune_db_writable(t->db)) {
             cg_tune_row row = {.n_cands = n_cands, .cand = best, .us = cands[best].us};
             snprintf(row.desc, sizeof(row.desc), "candidate %d of %d: %s", best, n_cands, desc);
@@ -756,7 +761,8 @@ static int tune_key(cg_tuner *t, cg_emitter *e, const sched_group *grp, const ch
 
 /* ---- the API ------------------------------------------------------------------------------- */
 
-int cg_tune_choose(cg_emitter *e, const sched_group *grp, const char *key, int n_cands, cg_emit_cand_fn emit_cand)
+int cg_tune_choose(cg_emitter *e, const sched_group *grp, const char *key, int n_cands, int heuristic,
+                   cg_emit_cand_fn emit_cand)
 {
     cg_tuner *t = e->tuner;
     if (!t || t->busy || !key || n_cands < 1 || !emit_cand) return -1;
@@ -785,7 +791,7 @@ int cg_tune_choose(cg_emitter *e, const sched_group *grp, const char *key, int n
     }
     if (!t->measure || t->dead) return -1;
     t->busy = true;
-    int best = tune_key(t, e, grp, key, n_cands, emit_cand);
+    int best = tune_key(t, e, grp, key, n_cands, heuristic, emit_cand);
     t->busy = false;
     memo_add(t, key, best);
     return best;
