@@ -32,6 +32,7 @@
 #include "kiln_rt.h"
 #include "../unit/model_builder.h"
 #include "onnx/onnx.h"
+#include "pass/pass.h"
 
 #include <math.h>
 #include <signal.h>
@@ -173,6 +174,11 @@ typedef struct tc {
     int want_groups;            /* > 0: the groups the partition must make (a case that tests a fusion) */
     unsigned want_patterns;     /* PASS_PATTERN_* the target must have for want_groups to apply */
     int want_moves;             /* >= 0: the move groups (copies) the partition must make; -1: any */
+    /* Where a target fuses attention: how its group reads q, k^T and v from
+     * one value (ViT's projection): each one's offset and the stride of
+     * each of its dims (dims of extent 1 unchecked). */
+    bool want_attn_reads;
+    int64_t want_attn_off[3], want_attn_st[3][4];
     void *keep[MAX_KEEP];       /* names and initializer data, freed with the case */
     int n_keep;
     int n_nodes;
@@ -1143,7 +1149,7 @@ static void b_attention_sliced(tc *c)
         b_attention_gathered(c);
         return;
     }
-    int64_t B = c->variant == 1 ? 2 : 1, H = rdim(c, 1, 4), S = rdim(c, 1, 50);
+    int64_t B = c->variant == 1 ? 2 : 1, H = c->variant == 3 ? rdim(c, 1, 4) : rint_(c, 2, 4), S = rdim(c, 1, 50);
     int64_t D = c->variant == 3 ? rdim(c, 1, 24) : 16 * rint_(c, 1, 4), E = H * D, st = c->variant == 2 ? 2 : 1;
     tc_input(c, "x", KILN_F32, 3, (int64_t[]){S, B, 3 * E * st}, G_NORMAL);
     tc_node(c, "Relu", "x", "qkv");
@@ -1178,6 +1184,16 @@ static void b_attention_sliced(tc *c)
     c->want_patterns = PASS_PATTERN_ATTENTION;
     /* the Relu and the attention, + 3 copies where the slices stay */
     c->want_groups = st == 2 || B > 1 ? 5 : 2;
+    if (st == 1 && B == 1) {
+        /* [H, S, D] of the projection's rows of 3E: q and v heads D apart, k^T [H, D, S] */
+        int64_t q[3] = {D, 3 * E, 1}, kt[3] = {D, 1, 3 * E};
+        c->want_attn_reads = true;
+        for (int i = 0; i < 3; i++) {
+            c->want_attn_off[i] = i * E;
+            c->want_attn_st[0][i] = c->want_attn_st[2][i] = q[i];
+            c->want_attn_st[1][i] = kt[i];
+        }
+    }
 }
 
 /* Variant 4 of Attention/sliced_heads, as torch 2's exporter writes ViT's
@@ -1189,7 +1205,7 @@ static void b_attention_sliced(tc *c)
  * is folded into a constant and reads nothing). */
 static void b_attention_gathered(tc *c)
 {
-    int64_t H = rdim(c, 1, 4), S = rdim(c, 1, 50), D = 16 * rint_(c, 1, 4), E = H * D;
+    int64_t H = rint_(c, 2, 4), S = rdim(c, 1, 50), D = 16 * rint_(c, 1, 4), E = H * D;
     tc_input(c, "x", KILN_F32, 3, (int64_t[]){S, 1, 3 * E}, G_NORMAL);
     tc_node(c, "Relu", "x", "qkv");
     tc_ints(c, "unflat", 4, (int64_t[]){S, 1, 3, E});
@@ -1231,6 +1247,14 @@ static void b_attention_gathered(tc *c)
     tc_out(c, "y");
     c->want_patterns = PASS_PATTERN_ATTENTION;
     c->want_groups = 2; /* the Relu and the attention */
+    /* [1, H, S, D] of the projection's rows of 3E, k^T [1, H, D, S] */
+    int64_t q[4] = {0, D, 3 * E, 1}, kt[4] = {0, D, 1, 3 * E};
+    c->want_attn_reads = true;
+    for (int i = 0; i < 3; i++) c->want_attn_off[i] = i * E;
+    for (int i = 0; i < 4; i++) {
+        c->want_attn_st[0][i] = c->want_attn_st[2][i] = q[i];
+        c->want_attn_st[1][i] = kt[i];
+    }
 }
 
 /* Attention as PyTorch exports transformers' BERT: q, k and v stored
@@ -3015,6 +3039,59 @@ static const char *precision;
 static const char *schedule; /* cuda: --schedule kernels|mono|mono-barriers */
 static int compile_only;
 
+/* The attention group of g as the target partitions it reads q, k^T and v
+ * from one value at c's offsets and strides; else false and why. */
+static bool attn_reads_ok(const tc *c, ir_graph *g, char *why, size_t n_why)
+{
+    sched_program p;
+    memset(&p, 0, sizeof(p));
+    base_arena a;
+    base_arena_init(&a);
+    base_diag d;
+    base_diag_init(&d);
+    bool ok = false;
+    if (api_plan(g, tgt, &p, &a, &d) != KILN_OK) {
+        snprintf(why, n_why, "plan: %s", base_diag_text(&d));
+        goto out;
+    }
+    const sched_group *grp = NULL;
+    for (int i = 0; i < p.n_groups && !grp; i++)
+        if (p.groups[i]->kind == SCHED_GROUP_ATTENTION) grp = p.groups[i];
+    pass_attention at;
+    if (!grp || pass_group_attention(grp, &at, &d) != KILN_OK) {
+        snprintf(why, n_why, "no attention group");
+        goto out;
+    }
+    const pass_attn_operand *ops[3] = {&at.q, &at.kt, &at.v};
+    static const char *names[3] = {"q", "k^T", "v"};
+    for (int k = 0; k < 3; k++) {
+        const pass_attn_operand *op = ops[k];
+        if (op->v != at.q.v) {
+            snprintf(why, n_why, "%s is read from '%s', q from '%s'", names[k], op->v->name, at.q.v->name);
+            goto out;
+        }
+        if (op->offset != c->want_attn_off[k]) {
+            snprintf(why, n_why, "%s read from offset %lld, want %lld", names[k], (long long)op->offset,
+                     (long long)c->want_attn_off[k]);
+            goto out;
+        }
+        for (int i = 0; i < op->rank; i++) {
+            int64_t dim = op->dims[op->perm[i]], st = op->st[op->perm[i]];
+            if (dim != 1 && st != c->want_attn_st[k][i]) {
+                snprintf(why, n_why, "%s dim %d (of %lld) steps by %lld, want %lld", names[k], i, (long long)dim,
+                         (long long)st, (long long)c->want_attn_st[k][i]);
+                goto out;
+            }
+        }
+    }
+    ok = true;
+out:
+    sched_program_free(&p);
+    base_arena_free(&a);
+    base_diag_free(&d);
+    return ok;
+}
+
 /* Compiles m for the target with n_threads and runs it on ins. OUT: got[]. */
 static kiln_status run_compiled(ir_model *m, int n_threads, const ir_tensor *ins, ir_tensor *got,
                                 api_compile_report *rep, base_diag *d)
@@ -3096,6 +3173,13 @@ static int run_shape(const op_case *cs, int variant, int n_threads, char *why, s
     if (ir_interp_run(g, c.in, want, &opts, &d) != KILN_OK) {
         snprintf(why, n_why, "%s %s: interpreter: %s", ins, c.desc, base_diag_text(&d));
         goto out;
+    }
+    if (c.want_attn_reads && (tgt->patterns & PASS_PATTERN_ATTENTION)) {
+        char wr[256];
+        if (!attn_reads_ok(&c, m->graph, wr, sizeof(wr))) {
+            snprintf(why, n_why, "%s %s: the attention group's reads: %s", ins, c.desc, wr);
+            goto out;
+        }
     }
     api_compile_report rep;
     if (run_compiled(m, n_threads, c.in, got, &rep, &d) != KILN_OK) {
