@@ -18,6 +18,7 @@
  * constant.
  */
 #include "ir/interp_ops.h"
+#include "ir/params.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -547,22 +548,8 @@ kiln_status ir_eval_slice(ir_eval *e)
         int k = axes[i];
         int64_t d = x->dims[k], s = starts[i], t = ends[i], p = nt >= 0 ? steps[i] : 1;
         if (p == 0) return ir_eval_fail(e, KILN_ERR_INVALID_MODEL, "steps[%d] is 0", i);
-        if (s < 0) s += d;
-        if (t < 0) t += d;
-        int64_t count;
-        if (p > 0) {
-            s = KILN_MAX(0, KILN_MIN(s, d));
-            t = KILN_MAX(0, KILN_MIN(t, d));
-            count = t > s ? (int64_t)((uint64_t)(t - s - 1) / (uint64_t)p) + 1 : 0;
-        } else {
-            s = KILN_MAX(0, KILN_MIN(s, d - 1));
-            t = KILN_MAX(-1, KILN_MIN(t, d - 1));
-            /* -(uint64_t)p: p may be INT64_MIN. */
-            count = s > t ? (int64_t)((uint64_t)(s - t - 1) / (0 - (uint64_t)p)) + 1 : 0;
-        }
-        start[k] = s;
+        start[k] = ir_slice_range(d, s, t, p, &dims[k]);
         step[k] = p;
-        dims[k] = count;
     }
     KILN_TRY(ir_eval_out(e, 0, x->dtype, r, dims));
     if (e->infer) return KILN_OK;

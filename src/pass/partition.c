@@ -21,6 +21,8 @@
  */
 #include "pass/pass.h"
 
+#include "ir/params.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,6 +168,13 @@ static int outside_uses(const builder *b, const ir_graph *g, const ir_value *v, 
             if (n->in[j] == v) n_out++;
     }
     return n_out;
+}
+
+/* Shape inference folded n into constants: its outputs are weights and it
+ * runs nowhere (so it reads nothing). */
+static bool folded(const ir_node *n)
+{
+    return n->n_out >= 1 && n->out[0] && n->out[0]->is_const && !(ir_ops[n->op].flags & IR_OPF_RANDOM);
 }
 
 static bool is_const_scalar(const ir_value *v, double *out)
@@ -343,14 +352,16 @@ static bool is_view(const ir_node *n)
  * of another value of the viewed shape (ViT's out-projection: Gemm,
  * Reshape, Transpose, residual Add). The element at offset i of the view is
  * the product's element at offset i, so the residual joins the epilogue.
- * Fills chain with the views and the Add; returns their count, 0 when the
- * chain is not that. */
+ * Fills chain (VIEW_CHAIN_MAX nodes) with the views and the Add; returns
+ * their count, 0 when the chain is not that. */
+#define VIEW_CHAIN_MAX 8
+
 static int viewed_residual(const builder *b, const ir_graph *g, const ir_value *cur, int gi, ir_node **chain)
 {
     int k = 0;
     const ir_value *v = cur;
     ir_node *n;
-    while ((n = sole_consumer(g, v)) && is_view(n) && k < 7) {
+    while ((n = sole_consumer(g, v)) && is_view(n) && k < VIEW_CHAIN_MAX - 1) {
         const ir_value *o = n->n_out ? n->out[0] : NULL;
         bool before = true; /* inputs other than v (a shape) */
         for (int j = 1; j < n->n_in; j++) before &= input_before(b, n, n->in[j], gi);
@@ -388,7 +399,7 @@ static kiln_status fuse_epilogue(builder *b, const ir_graph *g, int gi)
             cur = gelu[4]->out[0];
             continue;
         }
-        ir_node *chain[8];
+        ir_node *chain[VIEW_CHAIN_MAX];
         int k = !has_act && !has_res && anchor->op != KILN_OP_CONV ? viewed_residual(b, g, cur, gi, chain) : 0;
         if (k > 0) {
             /* the views and a residual Add: the end of the chain */
@@ -555,16 +566,6 @@ static bool transpose_perm(const ir_node *n, int *perm)
     return true;
 }
 
-/* Element i of a constant integer input, or false. */
-static bool const_int(const ir_node *n, int slot, int64_t i, int64_t *out)
-{
-    const ir_value *c = slot < n->n_in ? n->in[slot] : NULL;
-    if (!c || !c->is_const || (c->t.dtype != KILN_I64 && c->t.dtype != KILN_I32) || ir_numel(&c->t) <= i)
-        return false;
-    *out = ir_get_i64(&c->t, i);
-    return true;
-}
-
 /* An operand read through views: dims, element strides and an offset over
  * the value the chain starts from. */
 typedef struct strided {
@@ -625,17 +626,16 @@ static bool strided_step(strided *w, const ir_node *n)
     case KILN_OP_IDENTITY:
         return strided_reshape(w, y->t.rank, y->t.dims);
     case KILN_OP_GATHER: {
-        int64_t axis = ir_node_attr_int(n, "axis", 0), idx;
-        const ir_value *ix = n->in[1];
-        if (axis < 0) axis += r;
-        if (axis < 0 || axis >= r || !ix || ix->t.rank > 1 || !const_int(n, 1, 0, &idx) || ir_numel(&ix->t) != 1)
-            return false;
+        int axis = ir_norm_axis(ir_node_attr_int(n, "axis", 0), r), n_idx;
+        const ir_value *ix = n->n_in > 1 ? n->in[1] : NULL;
+        int64_t idx;
+        if (axis < 0 || !ir_const_ints(ix, 1, &idx, &n_idx) || n_idx != 1) return false;
         if (idx < 0) idx += w->dims[axis];
         if (idx < 0 || idx >= w->dims[axis]) return false;
         w->offset += idx * w->st[axis];
         if (ix->t.rank == 1) w->dims[axis] = 1; /* [1] keeps the axis */
         else {
-            for (int i = (int)axis; i + 1 < r; i++) {
+            for (int i = axis; i + 1 < r; i++) {
                 w->dims[i] = w->dims[i + 1];
                 w->st[i] = w->st[i + 1];
             }
@@ -644,23 +644,13 @@ static bool strided_step(strided *w, const ir_node *n)
         return y->t.rank == w->rank;
     }
     case KILN_OP_SLICE: {
-        if (n->opset < 10 || !n->in[1] || !n->in[2]) return false;
-        int64_t k = ir_numel(&n->in[1]->t);
-        for (int64_t a = 0; a < k; a++) {
-            int64_t start, end, axis = a, step = 1;
-            if (!const_int(n, 1, a, &start) || !const_int(n, 2, a, &end)) return false;
-            if (n->n_in > 3 && n->in[3] && !const_int(n, 3, a, &axis)) return false;
-            if (n->n_in > 4 && n->in[4] && !const_int(n, 4, a, &step)) return false;
-            if (axis < 0) axis += r;
-            if (axis < 0 || axis >= r || step <= 0) return false;
-            int64_t d = w->dims[axis];
-            if (start < 0) start += d;
-            if (end < 0) end += d;
-            start = KILN_MAX(0, KILN_MIN(start, d));
-            end = KILN_MAX(start, KILN_MIN(end, d));
-            w->offset += start * w->st[axis];
-            w->dims[axis] = (end - start + step - 1) / step;
-            w->st[axis] *= step;
+        int64_t start[IR_MAX_RANK], step[IR_MAX_RANK];
+        if (n->opset < 10 || !ir_slice_params(n, start, step)) return false;
+        for (int k = 0; k < r; k++) {
+            if (step[k] <= 0) return false;
+            w->offset += start[k] * w->st[k];
+            w->dims[k] = y->t.dims[k];
+            w->st[k] *= step[k];
         }
         return true;
     }
@@ -680,6 +670,26 @@ static bool is_strided_view(const ir_node *n)
 
 #define ATTN_CHAIN_MAX 12
 
+/* The node producing v when every reader of v is `user` or a node of
+ * `also` (NULL: user alone). Nodes folded into constants (a Shape of v:
+ * torch 2 exports one for the attention's scale) read nothing. */
+static ir_node *producer_read_by(const ir_graph *g, const ir_value *v, const ir_node *user, const pattern *also)
+{
+    if (!v || v->graph != g || v->is_const || v->is_output || !v->producer || v->producer->n_out != 1) return NULL;
+    int readers = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const ir_node *n = g->nodes[i];
+        if (folded(n)) continue;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] == v) {
+                if (n != user && !pattern_has(also, n)) return NULL;
+                readers++;
+                break;
+            }
+    }
+    return readers ? v->producer : NULL;
+}
+
 /* Operand `slot` of the MatMul `mm`: the chain of nodes that feed only it,
  * back from mm, of views (is_strided_view) and, when scale is non-NULL,
  * scalar Mul/Div (elementwise: they commute with the views). The longest
@@ -694,26 +704,6 @@ static bool is_strided_view(const ir_node *n)
  * Reshapes and Transposes, all read in place. `prev` (NULL at first)
  * holds the nodes an earlier try took for every operand: a view whose
  * output they alone read may be taken too. */
-/* The node producing v when every reader of v is `user` or a node of
- * `also` (NULL: user alone). Nodes folded into constants (a Shape of v:
- * torch 2 exports one for the attention's scale) read nothing. */
-static ir_node *producer_read_by(const ir_graph *g, const ir_value *v, const ir_node *user, const pattern *also)
-{
-    if (!v || v->graph != g || v->is_const || v->is_output || !v->producer || v->producer->n_out != 1) return NULL;
-    int readers = 0;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const ir_node *n = g->nodes[i];
-        if (n->n_out >= 1 && n->out[0] && n->out[0]->is_const && !(ir_ops[n->op].flags & IR_OPF_RANDOM)) continue;
-        for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] == v) {
-                if (n != user && !pattern_has(also, n)) return NULL;
-                readers++;
-                break;
-            }
-    }
-    return readers ? v->producer : NULL;
-}
-
 static bool attn_operand(const ir_graph *g, ir_node *mm, int slot, double *scale, pattern *pt, const pattern *prev,
                          pass_attn_operand *op)
 {
@@ -722,14 +712,16 @@ static bool attn_operand(const ir_graph *g, ir_node *mm, int slot, double *scale
     int r = v->t.rank;
     ir_node *chain[ATTN_CHAIN_MAX];
     ir_value *src[ATTN_CHAIN_MAX]; /* chain[i] reads src[i] */
+    double factor[ATTN_CHAIN_MAX]; /* chain[i]'s scale factor, 1 for a view */
     int n = 0;
     ir_node *user = mm;
     ir_value *cur = v, *in;
-    double s;
-    for (ir_node *p; n < ATTN_CHAIN_MAX;) {
+    for (ir_node *p; n < ATTN_CHAIN_MAX; n++) {
         /* a view may feed other nodes of the pattern (ViT's q, k and v
          * Gathered from one tensor), a scale factor only this operand */
-        if ((p = sole_producer(g, cur, user)) && scale && scalar_factor(p, &in, &s)) {
+        factor[n] = 1.0;
+        if ((p = sole_producer(g, cur, user)) && scale && scalar_factor(p, &in, &factor[n])) {
+            /* in is the factor's other operand */
         } else if ((p = producer_read_by(g, cur, user, prev)) && is_strided_view(p) && p->in[0] &&
                    p->in[0]->shape_known) {
             in = p->in[0];
@@ -737,7 +729,7 @@ static bool attn_operand(const ir_graph *g, ir_node *mm, int slot, double *scale
             break;
         }
         chain[n] = p;
-        src[n++] = in;
+        src[n] = in;
         cur = in;
         user = p;
     }
@@ -767,16 +759,13 @@ static bool attn_operand(const ir_graph *g, ir_node *mm, int slot, double *scale
         if (!ok) continue;
         for (int i = 0; i < k; i++) {
             if (!pattern_take(pt, chain[i])) return false;
-            if (scale && !is_strided_view(chain[i]) && scalar_factor(chain[i], &in, &s)) *scale *= s;
+            if (scale) *scale *= factor[i];
         }
         op->v = x;
         op->rank = r;
         op->offset = w.offset;
-        for (int i = 0; i < r; i++) {
-            op->perm[i] = i;
-            op->dims[i] = w.dims[i];
-            op->st[i] = w.st[i];
-        }
+        memcpy(op->dims, w.dims, (size_t)r * sizeof(int64_t));
+        memcpy(op->st, w.st, (size_t)r * sizeof(int64_t));
         return true;
     }
     return false;
@@ -1203,8 +1192,7 @@ kiln_status pass_partition(ir_graph *g, const pass_support *s, sched_program *p,
     for (int i = 0; i < g->n_nodes && st == KILN_OK; i++) {
         ir_node *n = g->nodes[i];
         if (b.group_of[n->id] >= 0 || !live[n->id]) continue; /* fused already, or dead */
-        if (n->n_out >= 1 && n->out[0] && n->out[0]->is_const && !(ir_ops[n->op].flags & IR_OPF_RANDOM))
-            continue; /* folded by shape inference: its outputs are weights */
+        if (folded(n)) continue; /* its outputs are weights */
         if (b.pattern_of[n->id] >= 0) {
             /* a pattern becomes a group at its last node, when all its inputs exist */
             const pattern *pt = &pats[b.pattern_of[n->id]];

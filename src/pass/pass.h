@@ -71,13 +71,11 @@ kiln_status pass_group_epilogue(const sched_group *grp, pass_epilogue *ep, base_
  * only feeds the MatMul is part of the group, so no copy is made). */
 typedef struct pass_attn_operand {
     const ir_value *v;      /* the value read from outside the group */
-    int rank;               /* the operand's rank */
-    int perm[IR_MAX_RANK];  /* identity without a Transpose */
-    /* The tensor the Transpose (perm) reads: its dims, and the element
-     * strides and offset at which v holds it. v itself, contiguous, unless
-     * the group absorbed a Slice of v's last axis and a Reshape splitting
-     * it (ViT's q, k and v cut from one [S, 1, 3E] projection and split
-     * into heads): then rows step by v's row length from the slice's start. */
+    int rank;               /* the operand's rank (the MatMul input's) */
+    /* The operand's dims, and the element strides and offset at which v
+     * holds it: v itself, contiguous, unless the group absorbed views of v
+     * (Transposes, reshapes, Slices, Gathers: ViT's q, k and v cut from
+     * one [S, 1, 3E] projection and split into heads). */
     int64_t dims[IR_MAX_RANK], st[IR_MAX_RANK];
     int64_t offset;
 } pass_attn_operand;

@@ -29,37 +29,6 @@ static bool movable(const ir_value *v)
     return size == 1 || size == 2 || size == 4 || size == 8;
 }
 
-int move_norm_axis(int64_t axis, int rank)
-{
-    if (axis < -rank || axis >= rank) return -1;
-    return (int)(axis < 0 ? axis + rank : axis);
-}
-
-bool move_const_ints(const ir_value *v, int max, int64_t *out, int *n)
-{
-    if (!v || !v->is_const || !ir_dtype_is_int(v->t.dtype) || v->t.rank > 1) return false;
-    int64_t count = ir_numel(&v->t);
-    if (count > 0 && !v->t.data) return false;
-    if (count > max) return false;
-    for (int64_t i = 0; i < count; i++) out[i] = ir_get_i64(&v->t, i);
-    *n = (int)count;
-    return true;
-}
-
-/* The list from constant input i, or else from the attribute; *count = -1
- * when neither is there. False when the input is there but not constant. */
-static bool ints_of(const ir_node *n, int i, const char *attr, int max, int64_t *out, int *count)
-{
-    if (has_in(n, i)) return move_const_ints(n->in[i], max, out, count);
-    const ir_attr *a = ir_node_attr(n, attr);
-    *count = -1;
-    if (!a) return true;
-    if (a->kind != IR_ATTR_INTS || a->n > max) return false;
-    for (int k = 0; k < a->n; k++) out[k] = a->ints[k];
-    *count = a->n;
-    return true;
-}
-
 void move_contiguous_strides(int rank, const int64_t *dims, int64_t *str)
 {
     int64_t s = 1;
@@ -81,60 +50,6 @@ uint64_t move_bits_of(kiln_dtype t, double v)
 
 /* ---- parameters ---------------------------------------------------------------------- */
 
-bool move_slice_params(const ir_node *n, int64_t *start, int64_t *step)
-{
-    const ir_tensor *x = &n->in[0]->t, *y = &n->out[0]->t;
-    int r = x->rank;
-    int64_t starts[IR_MAX_RANK], ends[IR_MAX_RANK], axes_in[IR_MAX_RANK], steps[IR_MAX_RANK];
-    int ns, ne, na = -1, nt = -1;
-    if (n->opset < 10) {
-        if (!ints_of(n, 99, "starts", IR_MAX_RANK, starts, &ns) || !ints_of(n, 99, "ends", IR_MAX_RANK, ends, &ne) ||
-            !ints_of(n, 99, "axes", IR_MAX_RANK, axes_in, &na))
-            return false;
-        if (ns < 0 || ne < 0) return false;
-    } else {
-        if (!has_in(n, 1) || !has_in(n, 2)) return false;
-        if (!move_const_ints(n->in[1], IR_MAX_RANK, starts, &ns) || !move_const_ints(n->in[2], IR_MAX_RANK, ends, &ne))
-            return false;
-        if (has_in(n, 3) && !move_const_ints(n->in[3], IR_MAX_RANK, axes_in, &na)) return false;
-        if (has_in(n, 4) && !move_const_ints(n->in[4], IR_MAX_RANK, steps, &nt)) return false;
-    }
-    if (ne != ns || (na >= 0 && na != ns) || (nt >= 0 && nt != ns) || ns > r) return false;
-    int64_t dims[IR_MAX_RANK];
-    bool seen[IR_MAX_RANK] = {false};
-    for (int k = 0; k < r; k++) {
-        start[k] = 0;
-        step[k] = 1;
-        dims[k] = x->dims[k];
-    }
-    for (int i = 0; i < ns; i++) {
-        int k = na >= 0 ? move_norm_axis(axes_in[i], r) : i;
-        if (k < 0 || seen[k]) return false;
-        seen[k] = true;
-        int64_t d = x->dims[k], s = starts[i], t = ends[i], p = nt >= 0 ? steps[i] : 1;
-        if (p == 0 || p == INT64_MIN) return false;
-        if (s < 0) s += d;
-        if (t < 0) t += d;
-        int64_t count;
-        if (p > 0) {
-            s = KILN_MAX(0, KILN_MIN(s, d));
-            t = KILN_MAX(0, KILN_MIN(t, d));
-            count = t > s ? (int64_t)((uint64_t)(t - s - 1) / (uint64_t)p) + 1 : 0;
-        } else {
-            s = KILN_MAX(0, KILN_MIN(s, d - 1));
-            t = KILN_MAX(-1, KILN_MIN(t, d - 1));
-            count = s > t ? (int64_t)((uint64_t)(s - t - 1) / (0 - (uint64_t)p)) + 1 : 0;
-        }
-        start[k] = s;
-        step[k] = p;
-        dims[k] = count;
-    }
-    if (y->rank != r) return false;
-    for (int k = 0; k < r; k++)
-        if (dims[k] != y->dims[k]) return false;
-    return true;
-}
-
 static const char *const pad_modes[] = {[MOVE_PAD_CONSTANT] = "constant", [MOVE_PAD_REFLECT] = "reflect",
                                         [MOVE_PAD_EDGE] = "edge", [MOVE_PAD_WRAP] = "wrap"};
 
@@ -154,16 +69,16 @@ bool move_pad_params(const ir_node *n, move_pad *pp)
     pp->mode = (move_pad_mode)found;
     int64_t pads[2 * IR_MAX_RANK];
     int np;
-    if (!ints_of(n, 1, "pads", 2 * IR_MAX_RANK, pads, &np)) return false;
-    if (np < 0 && !has_in(n, 1) && !ints_of(n, 1, "paddings", 2 * IR_MAX_RANK, pads, &np)) return false;
+    if (!ir_node_ints(n, 1, "pads", 2 * IR_MAX_RANK, pads, &np)) return false;
+    if (np < 0 && !has_in(n, 1) && !ir_node_ints(n, 1, "paddings", 2 * IR_MAX_RANK, pads, &np)) return false;
     if (np < 0) return false;
     int axes[IR_MAX_RANK], na = r;
     if (has_in(n, 3)) {
         int64_t list[IR_MAX_RANK];
-        if (!move_const_ints(n->in[3], IR_MAX_RANK, list, &na)) return false;
+        if (!ir_const_ints(n->in[3], IR_MAX_RANK, list, &na)) return false;
         bool seen[IR_MAX_RANK] = {false};
         for (int i = 0; i < na; i++) {
-            axes[i] = move_norm_axis(list[i], r);
+            axes[i] = ir_norm_axis(list[i], r);
             if (axes[i] < 0 || seen[axes[i]]) return false;
             seen[axes[i]] = true;
         }
@@ -209,9 +124,9 @@ bool move_reduce_axes(const ir_node *n, bool *reduced)
     int64_t axes[IR_MAX_RANK];
     int na;
     memset(reduced, 0, IR_MAX_RANK * sizeof(bool));
-    if (!ints_of(n, 1, "axes", IR_MAX_RANK, axes, &na)) return false;
+    if (!ir_node_ints(n, 1, "axes", IR_MAX_RANK, axes, &na)) return false;
     for (int i = 0; i < na; i++) {
-        int d = move_norm_axis(axes[i], x->rank);
+        int d = ir_norm_axis(axes[i], x->rank);
         if (d < 0 || reduced[d]) return false;
         reduced[d] = true;
     }
@@ -241,7 +156,7 @@ static bool concat_ok(const ir_node *n, const ir_tensor *x, const ir_tensor *y)
 {
     if (!ir_node_attr_kind_ok(n, "axis", IR_ATTR_INT) || (!ir_node_attr(n, "axis") && n->opset >= 4) || x->rank == 0)
         return false;
-    int axis = move_norm_axis(ir_node_attr_int(n, "axis", 1), x->rank);
+    int axis = ir_norm_axis(ir_node_attr_int(n, "axis", 1), x->rank);
     if (axis < 0 || y->rank != x->rank) return false;
     int64_t sum = 0;
     for (int i = 0; i < n->n_in; i++) {
@@ -256,7 +171,7 @@ static bool concat_ok(const ir_node *n, const ir_tensor *x, const ir_tensor *y)
 static bool split_ok(const ir_node *n, const ir_tensor *x)
 {
     if (!ir_node_attr_kind_ok(n, "axis", IR_ATTR_INT) || x->rank == 0) return false;
-    int axis = move_norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
+    int axis = ir_norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
     if (axis < 0) return false;
     int64_t sum = 0;
     for (int j = 0; j < n->n_out; j++) {
@@ -273,7 +188,7 @@ static bool gather_ok(const ir_node *n, const ir_tensor *x, const ir_tensor *y)
     if (!ind || !ind->shape_known || (ind->t.dtype != KILN_I32 && ind->t.dtype != KILN_I64) || x->rank == 0)
         return false;
     if (ind->graph != n->graph || !ir_node_attr_kind_ok(n, "axis", IR_ATTR_INT)) return false;
-    int axis = move_norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
+    int axis = ir_norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
     if (axis < 0 || y->rank != x->rank - 1 + ind->t.rank) return false;
     int64_t d = x->dims[axis];
     if (d == 0 && ir_numel(&ind->t) > 0) return false;
@@ -289,7 +204,7 @@ static bool tile_ok(const ir_node *n, const ir_tensor *x, const ir_tensor *y)
 {
     int64_t reps[IR_MAX_RANK];
     int nr;
-    if (!has_in(n, 1) || !move_const_ints(n->in[1], IR_MAX_RANK, reps, &nr) || nr != x->rank || y->rank != x->rank)
+    if (!has_in(n, 1) || !ir_const_ints(n->in[1], IR_MAX_RANK, reps, &nr) || nr != x->rank || y->rank != x->rank)
         return false;
     for (int d = 0; d < x->rank; d++)
         if (reps[d] < 0 || x->dims[d] * reps[d] != y->dims[d]) return false;
@@ -330,7 +245,7 @@ bool move_node_ok(const ir_node *n)
     case KILN_OP_SPLIT: return split_ok(n, x);
     case KILN_OP_SLICE: {
         int64_t start[IR_MAX_RANK], step[IR_MAX_RANK];
-        return move_slice_params(n, start, step);
+        return ir_slice_params(n, start, step);
     }
     case KILN_OP_GATHER: return gather_ok(n, x, y);
     case KILN_OP_EXPAND:
@@ -359,7 +274,7 @@ bool move_node_ok(const ir_node *n)
         if (y->dtype != KILN_I64 || x->rank == 0) return false;
         if (!ir_node_attr_kind_ok(n, "axis", IR_ATTR_INT) || !ir_node_attr_kind_ok(n, "select_last_index", IR_ATTR_INT))
             return false;
-        int axis = move_norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
+        int axis = ir_norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
         return axis >= 0 && x->dims[axis] > 0;
     }
     default: return false;
@@ -412,7 +327,7 @@ static void view_transpose(const ir_node *n, move_copy *cp)
 static void view_part(const ir_node *n, int i, bool concat, move_copy *cp)
 {
     const ir_tensor *whole = concat ? &n->out[0]->t : &n->in[0]->t;
-    int axis = move_norm_axis(ir_node_attr_int(n, "axis", concat ? 1 : 0), whole->rank);
+    int axis = ir_norm_axis(ir_node_attr_int(n, "axis", concat ? 1 : 0), whole->rank);
     int64_t wstr[IR_MAX_RANK], at = 0;
     move_contiguous_strides(whole->rank, whole->dims, wstr);
     for (int k = 0; k < i; k++) at += (concat ? n->in[k] : n->out[k])->t.dims[axis];
@@ -432,7 +347,7 @@ static void view_slice(const ir_node *n, move_copy *cp)
 {
     const ir_tensor *x = &n->in[0]->t, *y = &n->out[0]->t;
     int64_t start[IR_MAX_RANK], step[IR_MAX_RANK], istr[IR_MAX_RANK];
-    move_slice_params(n, start, step);
+    ir_slice_params(n, start, step);
     move_contiguous_strides(x->rank, x->dims, istr);
     move_view *v = &cp->v;
     v->rank = y->rank;
@@ -466,7 +381,7 @@ static void view_tile(const ir_node *n, move_copy *cp)
     const ir_tensor *x = &n->in[0]->t, *y = &n->out[0]->t;
     int64_t reps[IR_MAX_RANK], istr[IR_MAX_RANK], ostr[IR_MAX_RANK];
     int nr;
-    move_const_ints(n->in[1], IR_MAX_RANK, reps, &nr);
+    ir_const_ints(n->in[1], IR_MAX_RANK, reps, &nr);
     move_contiguous_strides(x->rank, x->dims, istr);
     move_contiguous_strides(y->rank, y->dims, ostr);
     move_view *v = &cp->v;

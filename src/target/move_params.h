@@ -18,16 +18,11 @@
 #ifndef KILN_TARGET_MOVE_PARAMS_H
 #define KILN_TARGET_MOVE_PARAMS_H
 
-#include "ir/ir.h"
+#include "ir/params.h" /* ir_norm_axis, ir_const_ints, ir_slice_params */
 
 /* Tile views each of up to IR_MAX_RANK dims as two. */
 #define MOVE_MAX_RANK (2 * IR_MAX_RANK)
 
-/* axis in [-rank, rank) as a dim index; -1 when out of range. */
-int move_norm_axis(int64_t axis, int rank);
-/* The integers of a constant scalar or 1-D integer tensor; false when v is
- * not one or holds more than max. OUT: out[0..*n). */
-bool move_const_ints(const ir_value *v, int max, int64_t *out, int *n);
 /* The bits of value v in dtype t (fills), as ir_set_f64 stores it. */
 uint64_t move_bits_of(kiln_dtype t, double v);
 /* Row-major strides (elements) of dims. */
@@ -38,10 +33,6 @@ void move_contiguous_strides(int rank, const int64_t *dims, int64_t *str);
  * that agree with the parameters. Targets add their dtype policy (which
  * dtypes a Reduce computes...) on top. */
 bool move_node_ok(const ir_node *n);
-
-/* Slice's start and step per input dim (unsliced: 0, 1); false when the
- * parameters are not constant or do not give the inferred output shape. */
-bool move_slice_params(const ir_node *n, int64_t *start, int64_t *step);
 
 /* Pad's parameters, as ir_eval_pad reads them: along dim k the output is
  * lead[k] padded elements, kept[k] input elements from crop[k] on, then

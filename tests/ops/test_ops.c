@@ -3076,7 +3076,7 @@ static bool attn_reads_ok(const tc *c, ir_graph *g, char *why, size_t n_why)
             goto out;
         }
         for (int i = 0; i < op->rank; i++) {
-            int64_t dim = op->dims[op->perm[i]], st = op->st[op->perm[i]];
+            int64_t dim = op->dims[i], st = op->st[i];
             if (dim != 1 && st != c->want_attn_st[k][i]) {
                 snprintf(why, n_why, "%s dim %d (of %lld) steps by %lld, want %lld", names[k], i, (long long)dim,
                          (long long)st, (long long)c->want_attn_st[k][i]);

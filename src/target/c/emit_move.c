@@ -329,7 +329,7 @@ static void emit_gather(move *m)
     c_emitter *e = m->e;
     const ir_tensor *x = &n->in[0]->t, *ind = &n->in[1]->t;
     if (!placed(m, n->out[0])) return;
-    int axis = move_norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
+    int axis = ir_norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
     int64_t outer = ir_dims_numel(axis, x->dims), d = x->dims[axis];
     int64_t inner = ir_dims_numel(x->rank - axis - 1, x->dims + axis + 1), n_ind = ir_numel(ind);
     int64_t items = outer * n_ind;
@@ -541,7 +541,7 @@ static void emit_arg(move *m)
     c_emitter *e = m->e;
     const ir_tensor *x = &n->in[0]->t;
     if (!placed(m, n->out[0])) return;
-    int axis = move_norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
+    int axis = ir_norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
     int64_t outer = ir_dims_numel(axis, x->dims), len = x->dims[axis];
     int64_t inner = ir_dims_numel(x->rank - axis - 1, x->dims + axis + 1), outs = outer * inner;
     if (outs == 0) return;

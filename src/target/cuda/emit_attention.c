@@ -5,7 +5,7 @@
  * pass).
  *
  * pass_group_attention describes the group: the values q, k^T and v are
- * read from, each through the permutation of a Transpose the group
+ * read from, each with the dims, strides and offset of the views the group
  * absorbed, the scale, the mask. Here they become element strides over a
  * canonical [batch, head, rows, cols] view: the scores' batch dims are
  * (batch, head) aligned right, a dim an operand broadcasts gets stride 0.
@@ -63,15 +63,6 @@ static void contiguous_strides(const ir_tensor *t, int64_t *st)
     }
 }
 
-/* The operand as its MatMul sees it: dims and strides over the value read. */
-static void operand_view(const pass_attn_operand *op, int64_t *dims, int64_t *st)
-{
-    for (int i = 0; i < op->rank; i++) {
-        dims[i] = op->dims[op->perm[i]];
-        st[i] = op->st[op->perm[i]];
-    }
-}
-
 /* Batch and head strides of a rank-`rank` tensor's leading dims (those
  * before its last two), aligned right with the scores' batch dims; 0 where
  * the tensor has no such dim or broadcasts it. */
@@ -97,21 +88,18 @@ static kiln_status att_problem_of(const cg_emitter *e, const sched_group *grp, a
     pb->sq = sc->dims[r - 2];
     pb->sk = sc->dims[r - 1];
 
-    int64_t dims[IR_MAX_RANK], st[IR_MAX_RANK];
-    operand_view(&at->q, dims, st);
-    batch_strides(at->q.rank, dims, st, &pb->q);
-    pb->d = dims[at->q.rank - 1];
-    pb->q.r = st[at->q.rank - 2];
-    pb->q.c = st[at->q.rank - 1];
-    operand_view(&at->kt, dims, st); /* [.., d, key] */
-    batch_strides(at->kt.rank, dims, st, &pb->k);
-    pb->k.c = st[at->kt.rank - 2];
-    pb->k.r = st[at->kt.rank - 1];
-    operand_view(&at->v, dims, st);
-    batch_strides(at->v.rank, dims, st, &pb->v);
-    pb->dv = dims[at->v.rank - 1];
-    pb->v.r = st[at->v.rank - 2];
-    pb->v.c = st[at->v.rank - 1];
+    int64_t st[IR_MAX_RANK];
+    batch_strides(at->q.rank, at->q.dims, at->q.st, &pb->q);
+    pb->d = at->q.dims[at->q.rank - 1];
+    pb->q.r = at->q.st[at->q.rank - 2];
+    pb->q.c = at->q.st[at->q.rank - 1];
+    batch_strides(at->kt.rank, at->kt.dims, at->kt.st, &pb->k); /* [.., d, key] */
+    pb->k.c = at->kt.st[at->kt.rank - 2];
+    pb->k.r = at->kt.st[at->kt.rank - 1];
+    batch_strides(at->v.rank, at->v.dims, at->v.st, &pb->v);
+    pb->dv = at->v.dims[at->v.rank - 1];
+    pb->v.r = at->v.st[at->v.rank - 2];
+    pb->v.c = at->v.st[at->v.rank - 1];
     if (at->mask) {
         const ir_tensor *m = &at->mask->t;
         contiguous_strides(m, st);

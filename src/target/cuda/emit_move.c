@@ -426,7 +426,7 @@ static void piece_gather(move *m)
     const ir_value *xv = n->in[0], *iv = n->in[1], *yv = n->out[0];
     const ir_tensor *x = &xv->t;
     if (!placed(m, yv) || ir_numel(&yv->t) == 0) return;
-    int axis = move_norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
+    int axis = ir_norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
     int64_t outer = ir_dims_numel(axis, x->dims), d = x->dims[axis];
     int64_t inner = ir_dims_numel(x->rank - axis - 1, x->dims + axis + 1), n_ind = ir_numel(&iv->t);
     bool convert = cg_store(e, xv) != cg_store(e, yv);
@@ -938,7 +938,7 @@ static void piece_arg(move *m)
     const ir_tensor *x = &xv->t;
     if (!placed(m, yv) || ir_numel(&yv->t) == 0) return;
     if (m->st == KILN_OK) m->st = cg_need(e, "kg_move.cuh");
-    int axis = move_norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
+    int axis = ir_norm_axis(ir_node_attr_int(n, "axis", 0), x->rank);
     int64_t outer = ir_dims_numel(axis, x->dims), len = x->dims[axis];
     int64_t inner = ir_dims_numel(x->rank - axis - 1, x->dims + axis + 1), outs = outer * inner;
     bool is_max = n->op == KILN_OP_ARG_MAX, last = ir_node_attr_int(n, "select_last_index", 0) != 0;
