@@ -6,7 +6,7 @@
  *
  *   make BUILD=build build/gpu_gemm
  *   build/gpu_gemm [--shapes NAME,...] [--heuristic-only] [--csv FILE] [--compile-only [--rank]] [--save DIR]
- *                  [--min-blocks2]
+ *                  [--min-blocks2] [--define NAME=VALUE,...]
  *
  * For each shape it builds every configuration emit_gemm.c offers (this
  * file includes emit_gemm.c: the same candidate table, cost model and
@@ -19,6 +19,7 @@
  * "RESULT {json}" lines that bench/gpu_gemm.py reads to put cuBLAS beside.
  * --min-blocks2 compiles configurations of at most 113 KB of shared memory
  * with __launch_bounds__(threads, 2) (emit.c's kernels have no minimum).
+ * --define puts #defines before the templates (variants they select).
  * --save DIR writes each shape's program and cubin there (DIR/NAME.cu,
  * DIR/NAME.cubin) for cuobjdump. --compile-only needs no GPU: it builds every program for sm_90a (an
  * H100 with 132 SMs stands in for the device) and stops; with --rank it also lists each shape's candidates
@@ -74,6 +75,10 @@ static const shape shapes[] = {
     {"chk_b3_100x72x1000_kn", 3, 100, 72, 1000, 0, 1, KILN_F16, true, false}, /* split-K, uneven splits */
     {"chk_200x300x200_kk", 1, 200, 300, 200, 0, 0, KILN_F16, true, false},    /* widths 32..144, ragged */
     {"chk_200x100x1000_kk", 1, 200, 100, 1000, 0, 0, KILN_BF16, true, false}, /* TMA split-K, ragged */
+    /* kg_gemm_wgt_ws in clusters: every layout, ragged rows, columns and k */
+    {"chk_pair_264x256x200_mn", 1, 264, 256, 200, 1, 1, KILN_F16, true, false},
+    {"chk_pair_264x248x200_km", 1, 264, 248, 200, 0, 1, KILN_BF16, false, false},
+    {"chk_pair_200x384x136_mk", 1, 200, 384, 136, 1, 0, KILN_F16, false, false},
     {"chk_odd_f16_37x45x29", 1, 37, 45, 29, 0, 1, KILN_F16, true, false},
     {"chk_odd_f32_37x45x29_kk", 2, 37, 45, 29, 0, 0, KILN_F32, true, false},
     {"chk_odd_f32_37x45x29_mn", 1, 37, 45, 29, 1, 1, KILN_F32, false, false},
@@ -175,12 +180,18 @@ static void problem_tma(const shape *s, gemm_problem *g)
 
 /* One CUDA file with every candidate of s: op_i and kernel k_i. */
 static bool min_blocks2; /* --min-blocks2: __launch_bounds__(threads, 2) where two blocks fit by shared memory */
+static const char *defines; /* --define NAME=VALUE[,NAME=VALUE...]: #defines before the prelude (template variants) */
 
 static char *source_of(const shape *s, const gemm_problem *g, const gemm_cfg *cands, int n, rt_gtmap *tmaps,
                        int *n_tmaps)
 {
     base_str src;
     base_str_init(&src);
+    for (const char *p = defines; p && *p;) {
+        size_t len = strcspn(p, ","), eq = strcspn(p, "=");
+        if (eq < len) base_str_printf(&src, "#define %.*s %.*s\n", (int)eq, p, (int)(len - eq - 1), p + eq + 1);
+        p += len + (p[len] == ',');
+    }
     /* the prelude exactly as the compiler writes it */
     base_diag d;
     base_diag_init(&d);
@@ -218,9 +229,11 @@ static char *source_of(const shape *s, const gemm_problem *g, const gemm_cfg *ca
         bool two = cfg_smem(&cands[i]) <= 113 * 1024 && (cfg_threads(&cands[i]) <= 128 || cands[i].bn <= 128);
         int min_blocks = min_blocks2 && two ? 2 : 1;
         base_str_printf(&src,
-                        "extern \"C\" __global__ void __launch_bounds__(%d, %d) k_%d(const kiln_gctx *c)\n{\n"
+                        "extern \"C\" __global__ void __launch_bounds__(%d, %d) KG_CLUSTER(%d)"
+                        " k_%d(const kiln_gctx *c)\n{\n"
                         "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, t);\n}\n\n",
-                        cfg_threads(&cands[i]), min_blocks, i, (long long)cfg_rtasks(g, &cands[i]), i);
+                        cfg_threads(&cands[i]), min_blocks, KILN_MAX(1, cands[i].cn), i,
+                        (long long)cfg_rtasks(g, &cands[i]), i);
     }
     if (*n_tmaps) base_str_printf(&src, "__device__ kg_tmap kg_tmaps[%d];\n", *n_tmaps);
     char *out = src.oom ? NULL : strdup(base_str_get(&src));
@@ -390,7 +403,9 @@ static void cfg_name(const gemm_cfg *c, char *buf, size_t n)
                       ? snprintf(buf, n, "wgt %dx%dx64 st%d", c->bm, c->bn, c->stages)
                       : snprintf(buf, n, "tc %dx%dx%d w%dx%d ks%d st%d", c->bm, c->bn, c->bk, c->wm, c->wn, c->ks,
                                  c->stages);
-        if (c->splits > 1 && len > 0 && (size_t)len < n) snprintf(buf + len, n - (size_t)len, " sk%d", c->splits);
+        if (c->splits > 1 && len > 0 && (size_t)len < n)
+            len += snprintf(buf + len, n - (size_t)len, " sk%d", c->splits);
+        if (c->cn && len > 0 && (size_t)len < n) snprintf(buf + len, n - (size_t)len, " ws%d", c->cn);
     }
 }
 
@@ -574,6 +589,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--rank")) rank = true;
         else if (!strcmp(argv[i], "--save") && i + 1 < argc) save = argv[++i];
         else if (!strcmp(argv[i], "--min-blocks2")) min_blocks2 = true;
+        else if (!strcmp(argv[i], "--define") && i + 1 < argc) defines = argv[++i];
         else {
             fprintf(stderr, "usage: gpu_gemm [--shapes NAME,...] [--heuristic-only] [--csv FILE] [--compile-only [--rank]] "
                             "[--save DIR] [--min-blocks2]\n");

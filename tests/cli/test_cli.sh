@@ -162,6 +162,31 @@ PY
     expect cuda_weight_transposed_once 0 "1" -- grep -c "B stored transposed" "$tmp/wsrc/model.cu"
     "$kiln" compile "$tmp/weights.onnx" -o "$tmp/w32.kiln" --target cuda --emit-source "$tmp/wsrc32" >/dev/null 2>&1
     expect cuda_weight_fp32_kept 1 "0" -- grep -c "B stored transposed" "$tmp/wsrc32/model.cu"
+
+    # BERT's second feed-forward product at batch 16 (2048 x 768 x 3072): the
+    # cost model puts it in clusters of two blocks that share A, a kernel of
+    # its own launched in clusters (both images compile: sm_80 without them)
+    python3 - "$tmp/ffn2.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((3072, 768)).astype(np.float32), "w")
+g = helper.make_graph([helper.make_node("Relu", ["x"], ["h"]), helper.make_node("MatMul", ["h", "w"], ["y"])], "ffn2",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2048, 3072])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2048, 768])], [w])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_compile_cluster 0 "stages" -- "$kiln" compile "$tmp/ffn2.onnx" -o "$tmp/ffn2.kiln" \
+        --target cuda --precision fp16 --emit-source "$tmp/csrc"
+    expect cuda_cluster_kernel 0 "KG_CLUSTER(2) k_" -- grep -o "KG_CLUSTER(2) k_" "$tmp/csrc/model.cu"
+    expect cuda_cluster_template 0 "kg_gemm_wgt_ws(&g, tm, tn, 128, 96, 4, 2)" -- \
+        grep -o "kg_gemm_wgt_ws(&g, tm, tn, 128, 96, 4, 2)" "$tmp/csrc/model.cu"
+    expect cuda_cluster_listed 0 "producer warp, cluster of 2" -- "$kiln" inspect "$tmp/ffn2.onnx" --schedule kernels \
+        --precision fp16
+    expect cuda_cluster_not_mono 0 "gemm, no cluster" -- sh -c "out=\$('$kiln' inspect '$tmp/ffn2.onnx' --schedule mono \
+        --precision fp16) && printf '%s' \"\$out\" | grep -q '\[kg_gemm' && ! printf '%s' \"\$out\" | grep -q 'cluster of' \
+        && echo 'gemm, no cluster'"
 fi
 
 echo "cli: $passed passed, $failed failed"

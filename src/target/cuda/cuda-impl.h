@@ -30,6 +30,7 @@ typedef struct cg_op {
     int block;         /* threads per block: a multiple of 32, 32 .. 1024 */
     int smem_bytes;    /* dynamic shared memory per rTask (0 .. 227 KB) */
     bool splitk;       /* uses kg.h's split-K workspace (one such op per kernel) */
+    int cluster;       /* blocks per cluster: 0 or 1 none, 2 pairs (a kernel of its own, KG_CLUSTER) */
     char config[96];   /* the template configuration chosen, for listings ("" when there is no choice) */
 } cg_op;
 

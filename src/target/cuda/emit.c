@@ -699,6 +699,11 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
     if (stages > 1) /* registers within a multiprocessor's share too */
         base_str_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d, %d) k_%d(const kiln_gctx *c)\n{\n",
                         all.block, pr->blocks_per_sm, b->m[0].grp->id);
+    else if (b->m[0].op.cluster > 1) /* alone in its kernel (add_member) */
+        base_str_printf(s,
+                        "extern \"C\" __global__ void __launch_bounds__(%d) KG_CLUSTER(%d) k_%d(const kiln_gctx *c)"
+                        "\n{\n",
+                        all.block, b->m[0].op.cluster, b->m[0].grp->id);
     else
         base_str_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d) k_%d(const kiln_gctx *c)\n{\n",
                         all.block, b->m[0].grp->id);
@@ -753,7 +758,8 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
 
 static kiln_status add_member(cg_emitter *e, program *pr, batch *b, const sched_group *grp, const cg_op *op)
 {
-    bool fits = b->n == 0 || op->block == b->m[0].op.block;
+    /* a clustered rOperator's rTasks pair up by block index: a kernel of its own */
+    bool fits = b->n == 0 || (op->block == b->m[0].op.block && op->cluster < 2 && b->m[0].op.cluster < 2);
     int stage = !fits || !b->n ? 0 : pr->unmerged ? b->m[b->n - 1].stage + 1 : stage_for(e, b, grp, op);
     if (!pr->mono && (stage > 0 || b->n == WAVE_MAX)) fits = false;
     if (!fits) {

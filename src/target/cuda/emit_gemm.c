@@ -224,6 +224,7 @@ typedef struct gemm_cfg {
     int ks;          /* warp slices along k (tc) */
     int stages;      /* copy stages (tc, wg) */
     int splits;      /* split-K across blocks (tc, wgt; 1 in the tables) */
+    int cn;          /* wgt: 0 kg_gemm_wgt, else kg_gemm_wgt_ws (a producer warp) in clusters of cn blocks */
 } gemm_cfg;
 
 /* kg_gemm.cuh's split-K workspace: floats of partial tiles, tile counters. */
@@ -236,33 +237,33 @@ static const int split_cands[] = {2, 3, 4, 6, 8};
  * the most mma per ldmatrix), small and k-sliced ones so that small
  * problems still spread over every multiprocessor. */
 static const gemm_cfg tc_table[] = {
-    {GEMM_TC, 128, 256, 32, 64, 64, 1, 3, 1}, {GEMM_TC, 128, 256, 32, 64, 64, 1, 4, 1},
-    {GEMM_TC, 256, 128, 32, 64, 64, 1, 3, 1}, {GEMM_TC, 256, 128, 32, 64, 64, 1, 4, 1},
-    {GEMM_TC, 128, 256, 64, 64, 64, 1, 3, 1}, {GEMM_TC, 256, 128, 64, 64, 64, 1, 3, 1},
-    {GEMM_TC, 128, 128, 32, 64, 64, 1, 4, 1}, {GEMM_TC, 128, 128, 32, 64, 64, 1, 5, 1},
-    {GEMM_TC, 128, 128, 64, 64, 64, 1, 3, 1}, {GEMM_TC, 128, 128, 64, 64, 64, 1, 4, 1},
-    {GEMM_TC, 128, 128, 32, 64, 32, 1, 4, 1}, {GEMM_TC, 128, 128, 32, 32, 64, 1, 4, 1},
-    {GEMM_TC, 128, 64, 32, 64, 32, 1, 4, 1}, {GEMM_TC, 128, 64, 64, 64, 32, 1, 3, 1},
-    {GEMM_TC, 64, 128, 32, 32, 64, 1, 4, 1}, {GEMM_TC, 64, 128, 64, 32, 64, 1, 3, 1},
-    {GEMM_TC, 64, 64, 32, 32, 32, 1, 4, 1}, {GEMM_TC, 64, 64, 64, 32, 32, 1, 3, 1},
-    {GEMM_TC, 64, 64, 64, 32, 32, 2, 3, 1}, {GEMM_TC, 64, 64, 64, 32, 32, 2, 4, 1},
-    {GEMM_TC, 64, 32, 64, 32, 32, 2, 3, 1}, {GEMM_TC, 32, 64, 64, 32, 32, 2, 3, 1},
-    {GEMM_TC, 32, 64, 64, 32, 32, 4, 3, 1}, {GEMM_TC, 32, 32, 64, 32, 32, 4, 3, 1},
-    {GEMM_TC, 32, 32, 128, 32, 32, 4, 3, 1}, {GEMM_TC, 64, 32, 64, 32, 32, 4, 3, 1},
-    {GEMM_TC, 32, 64, 64, 16, 32, 2, 3, 1}, {GEMM_TC, 64, 64, 128, 32, 32, 4, 2, 1},
+    {GEMM_TC, 128, 256, 32, 64, 64, 1, 3, 1, 0}, {GEMM_TC, 128, 256, 32, 64, 64, 1, 4, 1, 0},
+    {GEMM_TC, 256, 128, 32, 64, 64, 1, 3, 1, 0}, {GEMM_TC, 256, 128, 32, 64, 64, 1, 4, 1, 0},
+    {GEMM_TC, 128, 256, 64, 64, 64, 1, 3, 1, 0}, {GEMM_TC, 256, 128, 64, 64, 64, 1, 3, 1, 0},
+    {GEMM_TC, 128, 128, 32, 64, 64, 1, 4, 1, 0}, {GEMM_TC, 128, 128, 32, 64, 64, 1, 5, 1, 0},
+    {GEMM_TC, 128, 128, 64, 64, 64, 1, 3, 1, 0}, {GEMM_TC, 128, 128, 64, 64, 64, 1, 4, 1, 0},
+    {GEMM_TC, 128, 128, 32, 64, 32, 1, 4, 1, 0}, {GEMM_TC, 128, 128, 32, 32, 64, 1, 4, 1, 0},
+    {GEMM_TC, 128, 64, 32, 64, 32, 1, 4, 1, 0}, {GEMM_TC, 128, 64, 64, 64, 32, 1, 3, 1, 0},
+    {GEMM_TC, 64, 128, 32, 32, 64, 1, 4, 1, 0}, {GEMM_TC, 64, 128, 64, 32, 64, 1, 3, 1, 0},
+    {GEMM_TC, 64, 64, 32, 32, 32, 1, 4, 1, 0}, {GEMM_TC, 64, 64, 64, 32, 32, 1, 3, 1, 0},
+    {GEMM_TC, 64, 64, 64, 32, 32, 2, 3, 1, 0}, {GEMM_TC, 64, 64, 64, 32, 32, 2, 4, 1, 0},
+    {GEMM_TC, 64, 32, 64, 32, 32, 2, 3, 1, 0}, {GEMM_TC, 32, 64, 64, 32, 32, 2, 3, 1, 0},
+    {GEMM_TC, 32, 64, 64, 32, 32, 4, 3, 1, 0}, {GEMM_TC, 32, 32, 64, 32, 32, 4, 3, 1, 0},
+    {GEMM_TC, 32, 32, 128, 32, 32, 4, 3, 1, 0}, {GEMM_TC, 64, 32, 64, 32, 32, 4, 3, 1, 0},
+    {GEMM_TC, 32, 64, 64, 16, 32, 2, 3, 1, 0}, {GEMM_TC, 64, 64, 128, 32, 32, 4, 2, 1, 0},
 };
 
 /* Warpgroup-MMA tiles (sm_90): m 64 per warpgroup, n up to 256 per wgmma.
  * Up to 113 KB two blocks share a multiprocessor, which hides one's
  * prologue and epilogue behind the other's main loop (short k). */
 static const gemm_cfg wg_table[] = {
-    {GEMM_WG, 128, 256, 64, 0, 0, 1, 4, 1}, {GEMM_WG, 128, 256, 32, 0, 0, 1, 6, 1},
-    {GEMM_WG, 128, 256, 32, 0, 0, 1, 4, 1}, {GEMM_WG, 256, 128, 64, 0, 0, 1, 4, 1},
-    {GEMM_WG, 128, 192, 64, 0, 0, 1, 4, 1}, {GEMM_WG, 128, 192, 32, 0, 0, 1, 4, 1},
-    {GEMM_WG, 128, 128, 64, 0, 0, 1, 4, 1}, {GEMM_WG, 128, 128, 64, 0, 0, 1, 5, 1},
-    {GEMM_WG, 128, 128, 32, 0, 0, 1, 6, 1}, {GEMM_WG, 128, 128, 64, 0, 0, 1, 3, 1},
-    {GEMM_WG, 128, 64, 64, 0, 0, 1, 4, 1}, {GEMM_WG, 64, 256, 64, 0, 0, 1, 4, 1}, {GEMM_WG, 64, 128, 64, 0, 0, 1, 4, 1},
-    {GEMM_WG, 64, 128, 32, 0, 0, 1, 6, 1}, {GEMM_WG, 64, 64, 64, 0, 0, 1, 4, 1}, {GEMM_WG, 64, 64, 64, 0, 0, 1, 6, 1},
+    {GEMM_WG, 128, 256, 64, 0, 0, 1, 4, 1, 0}, {GEMM_WG, 128, 256, 32, 0, 0, 1, 6, 1, 0},
+    {GEMM_WG, 128, 256, 32, 0, 0, 1, 4, 1, 0}, {GEMM_WG, 256, 128, 64, 0, 0, 1, 4, 1, 0},
+    {GEMM_WG, 128, 192, 64, 0, 0, 1, 4, 1, 0}, {GEMM_WG, 128, 192, 32, 0, 0, 1, 4, 1, 0},
+    {GEMM_WG, 128, 128, 64, 0, 0, 1, 4, 1, 0}, {GEMM_WG, 128, 128, 64, 0, 0, 1, 5, 1, 0},
+    {GEMM_WG, 128, 128, 32, 0, 0, 1, 6, 1, 0}, {GEMM_WG, 128, 128, 64, 0, 0, 1, 3, 1, 0},
+    {GEMM_WG, 128, 64, 64, 0, 0, 1, 4, 1, 0}, {GEMM_WG, 64, 256, 64, 0, 0, 1, 4, 1, 0}, {GEMM_WG, 64, 128, 64, 0, 0, 1, 4, 1, 0},
+    {GEMM_WG, 64, 128, 32, 0, 0, 1, 6, 1, 0}, {GEMM_WG, 64, 64, 64, 0, 0, 1, 4, 1, 0}, {GEMM_WG, 64, 64, 64, 0, 0, 1, 6, 1, 0},
 };
 
 /* Tiles only the TMA template takes. Deeper pipelines (no thread issues
@@ -271,32 +272,39 @@ static const gemm_cfg wg_table[] = {
  * multiples of 64 (a K-major B only): they cut BERT's 768, 2304 and 3072
  * columns into about one or two tiles per multiprocessor (128 x 96 at
  * 2048 x 768, 128 x 144 at 2048 x 2304, 64 x 48 at 128 x 3072), where
- * 128 x 128 tiles leave a quarter of them idle. */
+ * 128 x 128 tiles leave a quarter of them idle. Three warpgroups, 192 rows:
+ * 11 x 12 tiles of 192 x 192 are one wave at 2048 x 2304, 11 x 24 of
+ * 192 x 128 two at 2048 x 3072 (cuBLAS's picks on an H200). */
 static const gemm_cfg wgt_deep_table[] = {
-    {GEMM_WGT, 64, 64, 64, 0, 0, 1, 8, 1},  {GEMM_WGT, 64, 64, 64, 0, 0, 1, 12, 1},
-    {GEMM_WGT, 64, 128, 64, 0, 0, 1, 8, 1}, {GEMM_WGT, 128, 64, 64, 0, 0, 1, 8, 1},
-    {GEMM_WGT, 128, 96, 64, 0, 0, 1, 3, 1}, {GEMM_WGT, 128, 96, 64, 0, 0, 1, 4, 1},
-    {GEMM_WGT, 128, 96, 64, 0, 0, 1, 6, 1}, {GEMM_WGT, 128, 144, 64, 0, 0, 1, 3, 1},
-    {GEMM_WGT, 128, 144, 64, 0, 0, 1, 4, 1}, {GEMM_WGT, 64, 96, 64, 0, 0, 1, 8, 1},
-    {GEMM_WGT, 64, 48, 64, 0, 0, 1, 8, 1},  {GEMM_WGT, 64, 48, 64, 0, 0, 1, 12, 1},
-    {GEMM_WGT, 64, 32, 64, 0, 0, 1, 8, 1},  {GEMM_WGT, 64, 32, 64, 0, 0, 1, 12, 1},
+    {GEMM_WGT, 64, 64, 64, 0, 0, 1, 8, 1, 0},  {GEMM_WGT, 64, 64, 64, 0, 0, 1, 12, 1, 0},
+    {GEMM_WGT, 64, 128, 64, 0, 0, 1, 8, 1, 0}, {GEMM_WGT, 128, 64, 64, 0, 0, 1, 8, 1, 0},
+    {GEMM_WGT, 128, 96, 64, 0, 0, 1, 3, 1, 0}, {GEMM_WGT, 128, 96, 64, 0, 0, 1, 4, 1, 0},
+    {GEMM_WGT, 128, 96, 64, 0, 0, 1, 6, 1, 0}, {GEMM_WGT, 128, 96, 64, 0, 0, 1, 8, 1, 0},
+    {GEMM_WGT, 128, 144, 64, 0, 0, 1, 3, 1, 0}, {GEMM_WGT, 128, 144, 64, 0, 0, 1, 4, 1, 0},
+    {GEMM_WGT, 64, 96, 64, 0, 0, 1, 8, 1, 0},  {GEMM_WGT, 192, 128, 64, 0, 0, 1, 4, 1, 0},
+    {GEMM_WGT, 192, 192, 64, 0, 0, 1, 3, 1, 0}, {GEMM_WGT, 192, 192, 64, 0, 0, 1, 4, 1, 0},
+    {GEMM_WGT, 64, 48, 64, 0, 0, 1, 8, 1, 0},  {GEMM_WGT, 64, 48, 64, 0, 0, 1, 12, 1, 0},
+    {GEMM_WGT, 64, 32, 64, 0, 0, 1, 8, 1, 0},  {GEMM_WGT, 64, 32, 64, 0, 0, 1, 12, 1, 0},
 };
 
 static const gemm_cfg simt_table[] = {
-    {GEMM_SIMT, 128, 128, 8, 0, 0, 1, 2, 1}, {GEMM_SIMT, 128, 64, 8, 0, 0, 1, 2, 1},
-    {GEMM_SIMT, 64, 128, 8, 0, 0, 1, 2, 1}, {GEMM_SIMT, 64, 64, 8, 0, 0, 1, 2, 1},
-    {GEMM_SIMT, 32, 64, 8, 0, 0, 1, 2, 1}, {GEMM_SIMT, 64, 32, 8, 0, 0, 1, 2, 1},
+    {GEMM_SIMT, 128, 128, 8, 0, 0, 1, 2, 1, 0}, {GEMM_SIMT, 128, 64, 8, 0, 0, 1, 2, 1, 0},
+    {GEMM_SIMT, 64, 128, 8, 0, 0, 1, 2, 1, 0}, {GEMM_SIMT, 64, 64, 8, 0, 0, 1, 2, 1, 0},
+    {GEMM_SIMT, 32, 64, 8, 0, 0, 1, 2, 1, 0}, {GEMM_SIMT, 64, 32, 8, 0, 0, 1, 2, 1, 0},
 };
 
 /* Every table's tiles (the warpgroup ones twice: with and without TMA),
- * each also in every split (add_splits). */
+ * each also in every split (add_splits), and the TMA ones in clusters
+ * (add_clusters). */
 #define MAX_CANDS                                                                                                \
     ((int)((KILN_COUNT(tc_table) + 2 * KILN_COUNT(wg_table) + KILN_COUNT(wgt_deep_table) + KILN_COUNT(simt_table)) * \
-           (1 + KILN_COUNT(split_cands))))
+               (1 + KILN_COUNT(split_cands)) +                                                                    \
+           KILN_COUNT(wg_table) + KILN_COUNT(wgt_deep_table)))
 
 static int cfg_threads(const gemm_cfg *c)
 {
     if (c->kind == GEMM_SIMT) return (c->bm / 8) * (c->bn / 8);
+    if (c->kind == GEMM_WGT && c->cn) return c->bm / 64 * 128 + 32; /* and a producer warp */
     if (c->kind == GEMM_WG || c->kind == GEMM_WGT) return c->bm / 64 * 128;
     return (c->bm / c->wm) * (c->bn / c->wn) * c->ks * 32;
 }
@@ -347,6 +355,25 @@ static int add_splits(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *cands,
     return n;
 }
 
+/* kg_gemm_wgt_ws variants of the unsplit TMA candidates cands[0..n) with
+ * two warpgroups or more: alone, and in clusters of two blocks where the
+ * columns of tiles pair up (A's halves whole 64-row atoms when MN-major).
+ * Appended to cands; returns the new count. */
+static int add_clusters(const gemm_problem *g, gemm_cfg *cands, int n)
+{
+    int base = n;
+    for (int i = 0; i < base; i++) {
+        const gemm_cfg *c = &cands[i];
+        if (c->kind != GEMM_WGT || c->splits > 1 || c->bm < 128) continue;
+        for (int cn = 1; cn <= 2 && n < MAX_CANDS; cn++) {
+            if (cdiv(g->n, c->bn) % cn || (g->la && (c->bm / 64) % cn)) continue;
+            cands[n] = *c;
+            cands[n++].cn = cn;
+        }
+    }
+    return n;
+}
+
 /* The candidates for g on gpu: the templates' tables without tiles that
  * do not fit the GPU's shared memory or are far larger than the problem;
  * on sm_90 the warpgroup-MMA tiles (with the tensor memory accelerator
@@ -392,7 +419,7 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *o
             out[n++] = c;
         }
     if (n == 0) out[n++] = g->tc ? tc_table[KILN_COUNT(tc_table) - 5] : simt_table[3]; /* 32 x 32 / 64 x 64 */
-    return add_splits(g, gpu, out, n);
+    return add_clusters(g, out, add_splits(g, gpu, out, n));
 }
 
 /* gemm_candidates narrowed to those of want_block threads (0: every size),
@@ -404,8 +431,9 @@ static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_b
 {
     int n = gemm_candidates(g, gpu, out), kept = 0;
     if (!want_block) return n;
+    /* a persistent kernel's blocks are not in clusters */
     for (int i = 0; i < n; i++)
-        if (cfg_threads(&out[i]) == want_block) out[kept++] = out[i];
+        if (cfg_threads(&out[i]) == want_block && out[i].cn < 2) out[kept++] = out[i];
     if (kept > 0) return kept;
     const gemm_cfg *tables[2] = {simt_table, NULL};
     int sizes[2] = {(int)KILN_COUNT(simt_table), 0};
@@ -436,7 +464,8 @@ static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_b
  *     MAC; small mma.sync blocks cannot keep the tensor cores busy);
  *   - latency: the tiles a multiprocessor holds at once (by shared memory,
  *     registers and warps) run side by side, each a chain of k-tiles no
- *     faster than the copy latency over the stages in flight.
+ *     faster than the copy latency over the stages in flight;
+ *   - rounds: each round of tiles held at once fills and drains once.
  * The rates and latencies are fitted, not derived: on an H200 the chosen
  * configuration of BERT's eight linear products runs within 2% of the
  * fastest candidate on average (the geometric mean over three runs of
@@ -459,7 +488,7 @@ static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *
          * a short M); two warpgroups keep the tensor cores busy down to
          * 128 x 128 tiles, one does not (fitted on an H200) */
         regs = c->bn / 2 + 90;
-        double eff = c->bm >= 128 ? (c->bn >= 128 ? (c->bm > 128 ? 0.95 : 1.0) : c->bn >= 96 ? 0.9 : 0.8)
+        double eff = c->bm >= 128 ? (c->bn >= 128 ? (c->bm > 192 ? 0.95 : 1.0) : c->bn >= 96 ? 0.9 : 0.8)
                                   : (c->bn >= 256 ? 0.6 : c->bn >= 96 ? 0.54 : 0.66);
         rate = 2000.0 * eff;
         in_flight = c->stages - 1;
@@ -484,7 +513,8 @@ static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *
     double t_compute = per_sm * k_tiles * work / rate;
     double t_latency = ceil(per_sm / resident) * k_tiles * fmax(work / rate, copy_latency / in_flight);
     double esize = g->sa == KILN_F32 ? 4.0 : 2.0;
-    double l2 = (double)cfg_tiles(g, c) * (double)(c->bm + c->bn) * (double)g->k * esize;
+    /* in a cluster, A's panel is read once for the blocks that share it */
+    double l2 = (double)cfg_tiles(g, c) * ((double)c->bm / KILN_MAX(1, c->cn) + c->bn) * (double)g->k * esize;
     double dram = (double)g->n_batch * ((double)g->m * g->k + (double)g->k * g->n + 2.0 * (double)g->m * g->n) * esize;
     /* split-K: the partials go out and come back through L2 (fp32), and the
      * last split waits for the stores, the fence, the counter and the loads
@@ -498,7 +528,11 @@ static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *
         fixup = 0.25 * (3.0 + c->splits) * latency;
     }
     double t_memory = fmax(dram / dram_bytes_per_clk, l2 / l2_bytes_per_clk);
-    return t_memory + fmax(t_compute, t_latency) + fixup;
+    /* each round of resident tiles fills its pipeline and drains its
+     * epilogue once (one 192 x 192 tile per multiprocessor beats two of
+     * 128 x 144 at 2048 x 2304 on an H100, the same work) */
+    double t_rounds = ceil(per_sm / resident) * latency;
+    return t_memory + fmax(t_compute, t_latency) + t_rounds + fixup;
 }
 
 static int gemm_heuristic(const gemm_problem *g, const gemm_cfg *cands, int n, const cg_gpu *gpu)
@@ -545,7 +579,8 @@ static void gemm_tmaps(const gemm_problem *g, const gemm_cfg *c, rt_gtmap *ma, r
     *mb = (rt_gtmap){.space = g->space_b, .dtype = dt, .offset = g->off_b, .stride1 = (uint64_t)g->ldb * 2, .box0 = 64};
     ma->dim0 = (uint64_t)(g->la ? g->m : g->k);
     ma->dim1 = (uint64_t)(g->la ? g->k : g->m);
-    ma->box1 = g->la ? 64u : (unsigned)c->bm;
+    /* a block in a cluster copies its part */
+    ma->box1 = g->la ? 64u : (unsigned)(c->cn ? c->bm / c->cn : c->bm);
     mb->dim0 = (uint64_t)(g->lb ? g->n : g->k);
     mb->dim1 = (uint64_t)(g->lb ? g->k : g->n);
     mb->box1 = g->lb ? 64u : (unsigned)c->bn;
@@ -584,16 +619,31 @@ static void emit_call(base_str *s, const gemm_problem *g, const gemm_cfg *c, con
                     cg_float_lit(g->alpha, f1, sizeof(f1)), cg_float_lit(g->beta, f2, sizeof(f2)), cg_act_name(g->ep.act),
                     cg_float_lit(g->ep.alpha, f3, sizeof(f3)), cg_float_lit(g->ep.beta, f4, sizeof(f4)));
     base_str_printf(s, "    g.splits = %d; g.split = split; g.slot = slot;\n", c->splits);
-    base_str_printf(s, "    int tm, tn;\n    kg_gemm_raster(t, %lld, %lld, 8, &tm, &tn);\n", (long long)cdiv(g->m, c->bm),
-                    (long long)cdiv(g->n, c->bn));
+    if (c->cn > 1) /* rTasks 2j and 2j + 1 (a cluster's ranks 0 and 1) take columns 2j' and 2j' + 1 */
+        base_str_printf(s,
+                        "    int tm, tn;\n    kg_gemm_raster(t / 2, %lld, %lld, 8, &tm, &tn);\n"
+                        "    tn = 2 * tn + t %% 2;\n",
+                        (long long)cdiv(g->m, c->bm), (long long)cdiv(g->n, c->bn) / 2);
+    else
+        base_str_printf(s, "    int tm, tn;\n    kg_gemm_raster(t, %lld, %lld, 8, &tm, &tn);\n",
+                        (long long)cdiv(g->m, c->bm), (long long)cdiv(g->n, c->bn));
     if (c->kind == GEMM_SIMT) base_str_printf(s, "    kg_gemm_simt(&g, tm, tn, %d, %d);\n}\n\n", c->bm, c->bn);
     else if (c->kind == GEMM_WGT)
-        base_str_printf(s, "    kg_gemm_wgt(&g, tm, tn, %d, %d, %d);\n}\n\n", c->bm, c->bn, c->stages);
+        if (c->cn)
+            base_str_printf(s, "    kg_gemm_wgt_ws(&g, tm, tn, %d, %d, %d, %d);\n}\n\n", c->bm, c->bn, c->stages,
+                            c->cn);
+        else base_str_printf(s, "    kg_gemm_wgt(&g, tm, tn, %d, %d, %d);\n}\n\n", c->bm, c->bn, c->stages);
     else if (c->kind == GEMM_WG)
         base_str_printf(s, "    kg_gemm_wg(&g, tm, tn, %d, %d, %d, %d);\n}\n\n", c->bm, c->bn, c->bk, c->stages);
     else
         base_str_printf(s, "    kg_gemm_tc(&g, tm, tn, %d, %d, %d, %d, %d, %d, %d);\n}\n\n", c->bm, c->bn, c->bk,
                         c->wm, c->wn, c->ks, c->stages);
+}
+
+/* ", producer warp, cluster of N" for kg_gemm_wgt_ws. */
+static void ws_note_of(const gemm_cfg *c, char *buf, size_t n)
+{
+    snprintf(buf, n, ", producer warp, cluster of %d", c->cn);
 }
 
 /* The comment above op_<id>: the problem and the configuration. */
@@ -614,10 +664,14 @@ static void emit_summary(base_str *s, const gemm_problem *g, const gemm_cfg *c)
     if (g->ep.bias) base_str_cat(s, "; bias");
     if (g->ep.residual) base_str_cat(s, "; residual");
     if (g->ep.act != PASS_ACT_NONE) base_str_printf(s, "; %s", cg_act_name(g->ep.act) + strlen("KG_ACT_"));
+    char ws_note[48];
+    ws_note_of(c, ws_note, sizeof(ws_note));
     if (c->kind == GEMM_SIMT) base_str_printf(s, ".\n * kg_gemm_simt: %dx%d tiles, 8x8 per thread. */\n", c->bm, c->bn);
     else if (c->kind == GEMM_WGT)
-        base_str_printf(s, ".\n * kg_gemm_wgt: %dx%dx64 tiles copied by TMA, %d warpgroups, %d stages, %d split%s. */\n",
-                        c->bm, c->bn, c->bm / 64, c->stages, c->splits, c->splits > 1 ? "s of K across blocks" : "");
+        base_str_printf(s,
+                        ".\n * kg_gemm_wgt%s: %dx%dx64 tiles copied by TMA, %d warpgroups, %d stages, %d split%s%s. */\n",
+                        c->cn ? "_ws" : "", c->bm, c->bn, c->bm / 64, c->stages, c->splits,
+                        c->splits > 1 ? "s of K across blocks" : "", c->cn ? ws_note : "");
     else if (c->kind == GEMM_WG)
         base_str_printf(s, ".\n * kg_gemm_wg: %dx%dx%d tiles, %d warpgroups, %d stages. */\n", c->bm, c->bn, c->bk,
                         c->bm / 64, c->stages);
@@ -664,15 +718,19 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     op->block = cfg_threads(c);
     op->smem_bytes = cfg_smem(c);
     if (c->kind == GEMM_SIMT) snprintf(op->config, sizeof(op->config), "kg_gemm_simt %dx%d", c->bm, c->bn);
-    else if (c->kind == GEMM_WGT)
-        snprintf(op->config, sizeof(op->config), "kg_gemm_wgt %dx%dx64 (TMA), %d stages, %d splits", c->bm, c->bn,
-                 c->stages, c->splits);
+    else if (c->kind == GEMM_WGT) {
+        int len = snprintf(op->config, sizeof(op->config), "kg_gemm_wgt%s %dx%dx64 (TMA), %d stages, %d splits",
+                           c->cn ? "_ws" : "", c->bm, c->bn, c->stages, c->splits);
+        if (c->cn && len > 0 && (size_t)len < sizeof(op->config))
+            ws_note_of(c, op->config + len, sizeof(op->config) - (size_t)len);
+    }
     else if (c->kind == GEMM_WG)
         snprintf(op->config, sizeof(op->config), "kg_gemm_wg %dx%dx%d, %d stages", c->bm, c->bn, c->bk, c->stages);
     else
         snprintf(op->config, sizeof(op->config), "kg_gemm_tc %dx%dx%d, warp %dx%d, %d k-slices, %d stages, %d splits",
                  c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->stages, c->splits);
     op->splitk = c->splits > 1;
+    op->cluster = KILN_MAX(1, c->cn);
     KILN_TRY(cg_need(e, "kg_math.h"));
     KILN_TRY(cg_need(e, "kg_gemm.cuh"));
     return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;

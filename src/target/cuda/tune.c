@@ -389,9 +389,10 @@ static void make_source(cg_emitter *e, const sched_group *grp, const char *key, 
         base_str_printf(&s, "#define KG_SITE_%d 0u\n", grp->id);
         base_str_cat(&s, base_str_get(&code));
         base_str_printf(&s,
-                        "\nextern \"C\" __global__ void __launch_bounds__(%d) k_tune(const kiln_gctx *c)\n{\n"
+                        "\nextern \"C\" __global__ void __launch_bounds__(%d) KG_CLUSTER(%d)"
+                        " k_tune(const kiln_gctx *c)\n{\n"
                         "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, t);\n}\n\n%s",
-                        op->block, (long long)op->n_rtasks, grp->id, tune_kernels);
+                        op->block, KILN_MAX(1, op->cluster), (long long)op->n_rtasks, grp->id, tune_kernels);
         cg_tmaps_define(e, &s);
         if (s.oom) st = base_diag_add(&cd, KILN_ERR_OOM, "out of memory emitting it");
     }
@@ -504,6 +505,7 @@ static void run_candidate(cg_tuner *t, const cg_emitter *e, tune_cand *c, bool *
                            "multiprocessor", c->op.block, c->op.smem_bytes);
     int64_t most = (int64_t)per_sm * (e->gpu.n_sms > 0 ? e->gpu.n_sms : 1);
     unsigned grid = (unsigned)(c->op.n_rtasks < most ? c->op.n_rtasks : most);
+    if (c->op.cluster > 1) grid -= grid % (unsigned)c->op.cluster; /* whole clusters (n_rtasks pairs up) */
     unsigned flush_grid = (unsigned)(e->gpu.n_sms > 0 ? 4 * e->gpu.n_sms : 512);
     void *args[] = {&t->gctx};
     void *flush_args[] = {&t->flush, &t->flush_words};

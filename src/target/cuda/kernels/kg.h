@@ -31,6 +31,15 @@ typedef struct kiln_gctx {
     unsigned int *fail;
 } kiln_gctx;
 
+/* A kernel launched in clusters of n blocks (blocks n j .. n j + n - 1):
+ * on sm_90, where rOperators use them (kg_gemm_wgt_ws); the sm_80
+ * image runs the same rTasks without. */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define KG_CLUSTER(n) __cluster_dims__(n, 1, 1)
+#else
+#define KG_CLUSTER(n)
+#endif
+
 /* Dynamic shared memory of the rTask (its size is the launch's smem). */
 extern __shared__ __align__(16) unsigned char kg_smem[];
 

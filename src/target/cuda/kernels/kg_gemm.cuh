@@ -338,11 +338,21 @@ static __device__ __forceinline__ bool kg_gemm_splitk_last(const kg_gemm_args *g
     return true;
 }
 
+/* A barrier of the block's first n threads (a multiple of 32): all of
+ * them unless the block has warps that do something else (kg_gemm_tc in
+ * the sm_80 image of kg_gemm_wgt_ws, beside its idle producer warp). */
+static __device__ __forceinline__ void kg_bar_sync(const int n)
+{
+    asm volatile("bar.sync 0, %0;\n" ::"r"(n) : "memory");
+}
+
 /*
  * C tile (tm, tn) of g on tensor cores. bm x bn block tile, bk deep k-tiles,
  * wm x wn warp tiles (16 <= wm <= 64 in steps of 16, 16 <= wn <= 64 in steps
  * of 16), ks warp slices along k (bk / 16 divisible by ks), `stages` copy
- * stages (2..7). Threads: (bm / wm) (bn / wn) ks warps. Shared memory:
+ * stages (2..7). Threads: (bm / wm) (bn / wn) ks warps, the block's first
+ * (warps beyond them may do other things; they take no part in its
+ * barriers, unless splits > 1). Shared memory:
  * KG_GEMM_TC_SMEM(bm, bn, bk, ks, stages) bytes.
  */
 static __device__ __forceinline__ void kg_gemm_tc(const kg_gemm_args *g, int tm, int tn, const int bm, const int bn,
@@ -385,7 +395,7 @@ static __device__ __forceinline__ void kg_gemm_tc(const kg_gemm_args *g, int tm,
 #pragma unroll 1
     for (int kt = kt0; kt < kt1; kt++) {
         kg_cp_async_wait(stages - 2);
-        __syncthreads();
+        kg_bar_sync(n_threads);
         {
             int nk = kt + stages - 1, ns = stage == 0 ? stages - 1 : stage - 1;
             if (nk < kt1)
@@ -434,7 +444,7 @@ static __device__ __forceinline__ void kg_gemm_tc(const kg_gemm_args *g, int tm,
          * memory, one float per lane per entry: conflict-free */
         float *red = (float *)kg_smem;
         const int per_warp = mi_n * ni_n * 4;
-        __syncthreads();
+        kg_bar_sync(n_threads);
         if (slice > 0) {
             float *dst = red + ((slice - 1) * slice_warps + wi) * per_warp * 32 + lane;
 #pragma unroll
@@ -444,7 +454,7 @@ static __device__ __forceinline__ void kg_gemm_tc(const kg_gemm_args *g, int tm,
 #pragma unroll
                     for (int v = 0; v < 4; v++) dst[((i * ni_n + j) * 4 + v) * 32] = acc[i][j][v];
         }
-        __syncthreads();
+        kg_bar_sync(n_threads);
         if (slice == 0) {
 #pragma unroll 1
             for (int s = 1; s < ks; s++) {
@@ -477,7 +487,7 @@ static __device__ __forceinline__ void kg_gemm_tc(const kg_gemm_args *g, int tm,
             }
     }
     /* the next rTask of this block refills the stages */
-    __syncthreads();
+    kg_bar_sync(n_threads);
 }
 
 /* Dynamic shared memory kg_gemm_tc needs (host and device agree). */
@@ -823,6 +833,48 @@ static __device__ __forceinline__ void kg_tma_load(unsigned dst, const void *map
                  : "memory");
 }
 
+/* ---- clusters of two blocks (kg_gemm_wgt_ws) ---- */
+
+static __device__ __forceinline__ unsigned kg_cluster_rank(void)
+{
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+
+/* Every thread of both blocks: what each wrote before (shared memory,
+ * barrier initialisations) is seen by the other after. */
+static __device__ __forceinline__ void kg_cluster_sync(void)
+{
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+/* The address of shared byte `addr` (this block's) in block `rank` of the cluster. */
+static __device__ __forceinline__ unsigned kg_cluster_map(unsigned addr, unsigned rank)
+{
+    unsigned r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+    return r;
+}
+
+/* kg_mbar_arrive on a barrier of another block (a kg_cluster_map address):
+ * nothing comes back, so the arriving thread does not wait for the trip. */
+static __device__ __forceinline__ void kg_mbar_arrive_remote(unsigned bar)
+{
+    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+/* kg_tma_load into the same offset of shared memory of every block of the
+ * cluster in `mask`, counted on the barrier at bar's offset in each. */
+static __device__ __forceinline__ void kg_tma_load_mc(unsigned dst, const void *map, int c0, int c1, unsigned bar,
+                                                      unsigned short mask)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster "
+                 "[%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
+                 "l"(map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+                 : "memory");
+}
+
 /* Issues k-tile kt of A and B (64 deep) into one stage, counted on bar:
  * K-major operands as one box of 64 x rows, MN-major ones as 64 x 64 atoms
  * (the layout kg_wg_operand describes; the tensor maps swizzle by 128
@@ -844,6 +896,31 @@ static __device__ __forceinline__ void kg_gemm_tma_issue(const kg_gemm_args *g, 
 }
 
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* The epilogue of kg_gemm_wgt and kg_gemm_wgt_ws, through shared memory
+ * at smem (the stages, free once every copy was waited for and every MMA
+ * has completed): the warpgroups' accumulators d are staged as floats,
+ * then all n_threads threads store them through kg_gemm_store_staged.
+ * Threads beyond the warpgroups (a producer warp) only store. */
+static __device__ __forceinline__ void kg_gemm_wgt_store(const kg_gemm_args *g, const float *d, unsigned smem,
+                                                         int m0, int n0, const int bm, const int bn,
+                                                         const int n_threads)
+{
+    const int wg = threadIdx.x >> 7, wq = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    __syncthreads();
+    float *sp = (float *)(kg_smem + (smem - kg_smem_addr(kg_smem)));
+    const int ld = bn + 8, r0 = wg * 64 + wq * 16 + (lane >> 2), c0 = (lane & 3) * 2;
+    if (wg < bm / 64)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int i = 0; i < bn / 8; i++)
+                *(float2 *)(sp + (r0 + 8 * h) * ld + c0 + 8 * i) = make_float2(d[4 * i + 2 * h], d[4 * i + 2 * h + 1]);
+    __syncthreads();
+    kg_gemm_store_staged(g, sp, ld, m0, n0, bm, bn, n_threads);
+}
+#endif
 
 /*
  * kg_gemm_wg with its k-tiles (64 deep) copied by the tensor memory
@@ -944,22 +1021,118 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
         }
     }
 
-    /* the epilogue through shared memory (the stages are free: every copy
-     * was waited for, every MMA has completed in every warpgroup) */
-    __syncthreads();
-    float *sp = (float *)(kg_smem + (smem - kg_smem_addr(kg_smem)));
-    const int ld = bn + 8, r0 = wg * 64 + wq * 16 + (lane >> 2), c0 = (lane & 3) * 2;
-#pragma unroll
-    for (int h = 0; h < 2; h++)
-#pragma unroll
-        for (int i = 0; i < bn / 8; i++)
-            *(float2 *)(sp + (r0 + 8 * h) * ld + c0 + 8 * i) = make_float2(d[4 * i + 2 * h], d[4 * i + 2 * h + 1]);
-    __syncthreads();
-    kg_gemm_store_staged(g, sp, ld, m0, n0, bm, bn, bm / 64 * 128);
+    kg_gemm_wgt_store(g, d, smem, m0, n0, bm, bn, bm / 64 * 128);
     /* the next rTask re-initialises the barriers and refills the stages */
     __syncthreads();
 #else
     kg_gemm_wg_on_tc(g, tm, tn, bm, bn);
+#endif
+}
+
+/*
+ * kg_gemm_wgt with a producer warp, alone (cn 1) or in clusters of two
+ * blocks that share A's rows (cn 2): the cluster's block of rank r holds
+ * tile (tm, tn) with tn % 2 == r (emit_gemm's raster). Each block copies
+ * half of A's k-tile (bm / 2 rows), multicast into both blocks' shared
+ * memory, and its own B: A crosses L2 once for the pair (cuBLAS runs
+ * BERT's 2048 x 768 x 3072 on an H200 in 128 x 96 tiles in clusters of
+ * two; there this is 11% faster than kg_gemm_wgt. Clusters of 2 x 2 that
+ * also shared B ran twice as slow: taken out).
+ *
+ * The copies come from the block's last warp, not from the warpgroups: a
+ * stage may be refilled only when both blocks are done with it, and a
+ * warpgroup that waited for the other block would stall its own MMAs
+ * (measured: 2.4x slower than unclustered when the last warp done counted
+ * itself in the other block and issued the copies). Per stage: `full`
+ * (the stage's bytes landed in this block) and `empty` (every warp of both
+ * blocks is done with it: each warp arrives on both blocks' barriers).
+ * Threads: bm / 64 * 128 + 32. With cn 2: bm / 64 even when A is MN-major
+ * (64-row atoms); a K-major A's tensor map boxes bm / 2 rows. No split-K;
+ * the grid is whole clusters (KG_CLUSTER(cn)). Shared memory:
+ * KG_GEMM_WGT_SMEM.
+ *
+ * The sm_80 image runs kg_gemm_tc in its place on the warpgroups' threads
+ * (no clusters there: KG_CLUSTER).
+ */
+static __device__ __forceinline__ void kg_gemm_wgt_ws(const kg_gemm_args *g, int tm, int tn, const int bm,
+                                                      const int bn, const int stages, const int cn)
+{
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    const int bk = 64, n_mma = bm / 64 * 128, n_warps = bm / 64 * 4;
+    const int a_bytes = bm * bk * 2, b_bytes = bn * bk * 2;
+    const int wg = threadIdx.x >> 7, lane = threadIdx.x & 31;
+    const int m0 = tm * bm, n0 = tn * bn, k_tiles = (g->k + bk - 1) / bk;
+    const unsigned smem = (kg_smem_addr(kg_smem) + 1023u) & ~1023u;
+    const unsigned smem_b = smem + stages * a_bytes;
+    const unsigned full = smem_b + stages * b_bytes, empty = full + 8 * stages;
+    const unsigned rank = cn > 1 ? kg_cluster_rank() : 0u;
+    if ((unsigned)(tn % cn) != rank) __trap(); /* emit_gemm's raster */
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < stages; s++) {
+            kg_mbar_init(full + 8 * s, 1);
+            kg_mbar_init(empty + 8 * s, cn * n_warps);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    kg_fence_proxy_async();
+    __syncthreads();
+    if (cn > 1) kg_cluster_sync(); /* the other block's barriers are initialised */
+    float d[128];
+    if (threadIdx.x >= n_mma) {
+        if (threadIdx.x == n_mma) /* the producer */
+#pragma unroll 1
+            for (int kt = 0; kt < k_tiles; kt++) {
+                const int s = kt % stages, k0 = kt * bk;
+                const unsigned bar = full + 8 * s, sa = smem + s * a_bytes, sb = smem_b + s * b_bytes;
+                if (kt >= stages) kg_mbar_wait(empty + 8 * s, (unsigned)(kt / stages - 1) & 1u);
+                kg_mbar_expect(bar, (unsigned)(a_bytes + b_bytes));
+                /* A: this block's half (rows rank * bm / 2 on) into both, or all of it */
+                if (g->la == KG_GEMM_KMAJOR) {
+                    if (cn > 1)
+                        kg_tma_load_mc(sa + rank * (a_bytes / 2), g->tma_a, k0, m0 + (int)rank * (bm / 2), bar, 3);
+                    else kg_tma_load(sa, g->tma_a, k0, m0, bar);
+                } else
+#pragma unroll
+                    for (int i = 0; i < bm / 64 / cn; i++) {
+                        const int atom = (int)rank * (bm / 64 / cn) + i;
+                        if (cn > 1) kg_tma_load_mc(sa + atom * 8192, g->tma_a, m0 + 64 * atom, k0, bar, 3);
+                        else kg_tma_load(sa + atom * 8192, g->tma_a, m0 + 64 * atom, k0, bar);
+                    }
+                if (g->lb == KG_GEMM_KMAJOR) kg_tma_load(sb, g->tma_b, k0, n0, bar);
+                else
+#pragma unroll
+                    for (int i = 0; i < bn / 64; i++) kg_tma_load(sb + i * 8192, g->tma_b, n0 + 64 * i, k0, bar);
+            }
+    } else {
+        const unsigned other_empty = cn > 1 ? kg_cluster_map(empty, rank ^ 1u) : 0u;
+#pragma unroll
+        for (int i = 0; i < bn / 2; i++) d[i] = 0.0f;
+        kg_wg_fence_acc(d, bn / 2);
+#pragma unroll 1
+        for (int kt = 0; kt < k_tiles; kt++) {
+            const int cs = kt % stages;
+            kg_mbar_wait(full + 8 * cs, (unsigned)(kt / stages) & 1u);
+            kg_wg_ktile(d, g, smem + cs * a_bytes, smem_b + cs * b_bytes, wg, bn, bk);
+            kg_wg_wait(1);
+            kg_wg_fence_acc(d, bn / 2);
+            if (kt > 0 && kt - 1 + stages < k_tiles && lane == 0) {
+                /* k-tile kt - 1's MMAs are done in this warp */
+                const int ps = (kt - 1) % stages;
+                kg_mbar_arrive(empty + 8 * ps);
+                if (cn > 1) kg_mbar_arrive_remote(other_empty + 8 * ps);
+            }
+            __syncwarp();
+        }
+        kg_wg_wait(0);
+        kg_wg_fence_acc(d, bn / 2);
+    }
+    kg_gemm_wgt_store(g, d, smem, m0, n0, bm, bn, n_mma + 32);
+    /* neither block leaves (or re-initialises its barriers for the next
+     * rTask) while the other may still arrive on them */
+    __syncthreads();
+    if (cn > 1) kg_cluster_sync();
+#else
+    if ((int)threadIdx.x < bm / 64 * 128) kg_gemm_wg_on_tc(g, tm, tn, bm, bn); /* the producer warp idles */
 #endif
 }
 
