@@ -540,8 +540,8 @@ def main():
     ap.add_argument("--precision", choices=["fp16", "bf16"], default="fp16", help="kiln's storage precision")
     ap.add_argument("--tune", action="store_true", help="kiln compile --tune")
     ap.add_argument("--schedule", default="kernels",
-                    help="kiln's schedule(s), comma-separated: kernels, mono, mono-barriers "
-                         "(a table row each; default kernels)")
+                    help="kiln's schedule(s), comma-separated: kernels, mono, mono-barriers, mono-unmerged, "
+                         "the mono ones with a block configuration (mono:256x2; a table row each; default kernels)")
     ap.add_argument("--tuning-db", help="kiln's tuning database (default: kiln's)")
     ap.add_argument("--skip-compile-peers", action="store_true", help="no torch.compile")
     ap.add_argument("--compile-budget", type=float, default=120,
@@ -567,9 +567,10 @@ def main():
     a.schedules = [s.strip() for s in a.schedule.split(",") if s.strip()]
     if a.ablation:
         a.schedules = ["kernels"] + [s for s, _ in ABLATION]
-    if not a.schedules or any(s not in ("kernels", "mono", "mono-barriers", "mono-unmerged") for s in a.schedules) or \
-            len(set(a.schedules)) != len(a.schedules):
-        ap.error("--schedule takes kernels, mono, mono-barriers and/or mono-unmerged, comma-separated, each once")
+    if not a.schedules or len(set(a.schedules)) != len(a.schedules) or \
+            any(s.split(":")[0] not in ("kernels", "mono", "mono-barriers", "mono-unmerged") for s in a.schedules):
+        ap.error("--schedule takes kernels, mono, mono-barriers and/or mono-unmerged (each with kiln's :BLOCKxN, "
+                 "e.g. mono:256x2), comma-separated, each once")
     a.bundle = os.path.abspath(a.bundle)
     a.kiln = os.path.abspath(a.kiln) if a.kiln else os.path.join(a.bundle, "kiln")
     return run(a)
