@@ -358,7 +358,10 @@ static int add_splits(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *cands,
 /* kg_gemm_wgt_ws variants of the unsplit TMA candidates cands[0..n) with
  * two warpgroups or more: alone, and in clusters of two blocks where the
  * columns of tiles pair up (A's halves whole 64-row atoms when MN-major).
- * Appended to cands; returns the new count. */
+ * Appended to cands; returns the new count. (A variant with one rTask per
+ * multiprocessor looping over its tiles, the copies running on into the
+ * next tile and C stored from the accumulators, took 26.2 us against 19.1
+ * for BERT's 2048 x 3072 x 768 in 128 x 192 tiles on an H100: not kept.) */
 static int add_clusters(const gemm_problem *g, gemm_cfg *cands, int n)
 {
     int base = n;
