@@ -898,6 +898,31 @@ static __device__ __forceinline__ void kg_gemm_tma_issue(const kg_gemm_args *g, 
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* n accumulators set to zero, seen so by the MMAs that follow. */
+static __device__ __forceinline__ void kg_wg_zero(float *d, const int n)
+{
+#pragma unroll
+    for (int i = 0; i < n; i++) d[i] = 0.0f;
+    kg_wg_fence_acc(d, n);
+}
+
+/* A TMA template's k-tile kt of k_tiles (64 deep, in stage kt % stages of
+ * the A and B stages at smem and smem_b, landed on barrier full + 8 stage):
+ * once its copies are in, this warpgroup issues its MMAs and waits for
+ * those of the k-tile before. Returns that k-tile's stage when it is to be
+ * refilled (with k-tile kt - 1 + stages), else -1. */
+static __device__ __forceinline__ int kg_wgt_step(float *d, const kg_gemm_args *g, unsigned smem, unsigned smem_b,
+                                                  unsigned full, int kt, int k_tiles, int wg, int a_bytes,
+                                                  int b_bytes, const int bn, const int stages)
+{
+    const int cs = kt % stages;
+    kg_mbar_wait(full + 8 * cs, (unsigned)(kt / stages) & 1u);
+    kg_wg_ktile(d, g, smem + cs * a_bytes, smem_b + cs * b_bytes, wg, bn, 64);
+    kg_wg_wait(1);
+    kg_wg_fence_acc(d, bn / 2);
+    return kt > 0 && kt - 1 + stages < k_tiles ? (kt - 1) % stages : -1;
+}
+
 /* The epilogue of kg_gemm_wgt and kg_gemm_wgt_ws, through shared memory
  * at smem (the stages, free once every copy was waited for and every MMA
  * has completed): the warpgroups' accumulators d are staged as floats,
@@ -977,20 +1002,13 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
         for (int s = 0; s < stages && s < k_tiles; s++)
             kg_gemm_tma_issue(g, smem + s * a_bytes, smem_b + s * b_bytes, full + 8 * s, m0, n0, kt0 + s, bm, bn);
     float d[128];
-#pragma unroll
-    for (int i = 0; i < bn / 2; i++) d[i] = 0.0f;
-    kg_wg_fence_acc(d, bn / 2);
+    kg_wg_zero(d, bn / 2);
 #pragma unroll 1
     for (int kt = 0; kt < k_tiles; kt++) {
-        const int cs = kt % stages;
-        kg_mbar_wait(full + 8 * cs, (unsigned)(kt / stages) & 1u);
-        kg_wg_ktile(d, g, smem + cs * a_bytes, smem_b + cs * b_bytes, wg, bn, bk);
-        kg_wg_wait(1);
-        kg_wg_fence_acc(d, bn / 2);
-        if (kt > 0 && kt - 1 + stages < k_tiles && lane == 0) {
+        const int ps = kg_wgt_step(d, g, smem, smem_b, full, kt, k_tiles, wg, a_bytes, b_bytes, bn, stages);
+        if (ps >= 0 && lane == 0) {
             /* k-tile kt - 1's MMAs are done in this warp; the last warp
              * done with its stage refills it (no warp waits for another) */
-            const int ps = (kt - 1) % stages;
             __threadfence_block();
             if (atomicAdd(&done[2 * ps], 1u) == (unsigned)(n_warps - 1)) {
                 done[2 * ps] = 0u;
@@ -1105,19 +1123,11 @@ static __device__ __forceinline__ void kg_gemm_wgt_ws(const kg_gemm_args *g, int
             }
     } else {
         const unsigned other_empty = cn > 1 ? kg_cluster_map(empty, rank ^ 1u) : 0u;
-#pragma unroll
-        for (int i = 0; i < bn / 2; i++) d[i] = 0.0f;
-        kg_wg_fence_acc(d, bn / 2);
+        kg_wg_zero(d, bn / 2);
 #pragma unroll 1
         for (int kt = 0; kt < k_tiles; kt++) {
-            const int cs = kt % stages;
-            kg_mbar_wait(full + 8 * cs, (unsigned)(kt / stages) & 1u);
-            kg_wg_ktile(d, g, smem + cs * a_bytes, smem_b + cs * b_bytes, wg, bn, bk);
-            kg_wg_wait(1);
-            kg_wg_fence_acc(d, bn / 2);
-            if (kt > 0 && kt - 1 + stages < k_tiles && lane == 0) {
-                /* k-tile kt - 1's MMAs are done in this warp */
-                const int ps = (kt - 1) % stages;
+            const int ps = kg_wgt_step(d, g, smem, smem_b, full, kt, k_tiles, wg, a_bytes, b_bytes, bn, stages);
+            if (ps >= 0 && lane == 0) { /* k-tile kt - 1's MMAs are done in this warp */
                 kg_mbar_arrive(empty + 8 * ps);
                 if (cn > 1) kg_mbar_arrive_remote(other_empty + 8 * ps);
             }
