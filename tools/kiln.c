@@ -90,6 +90,8 @@ static const char main_help[] =
     "                  random ones; without MODEL, compiles and runs the embedded\n"
     "                  default model and checks it against the interpreter\n"
     "  bench MODEL     latency (min/median/p90/p99), throughput, compile time\n"
+    "  tune MODEL      time GEMM/conv template candidates on the GPU and keep the\n"
+    "                  fastest in the tuning database, within a time budget\n"
     "  verify MODEL    compile, run on random inputs, compare every output with the\n"
     "                  reference interpreter\n"
     "  ops             the table of supported ops\n"
@@ -186,6 +188,33 @@ static const char compile_help[] =
     "  --shape NAME=DIMS  bind a symbolic input dimension\n"
     "\n";
 
+static const char tune_help[] =
+    "USAGE\n"
+    "  kiln tune MODEL [--budget DURATION] [--precision fp32|fp16|bf16]\n"
+    "            [--schedule kernels|mono|...] [--tuning-db FILE] [--shape NAME=D0xD1x...]... [--quiet]\n"
+    "\n"
+    "Times the template candidates (tiles, stages, split-K, clusters) of MODEL's\n"
+    "GEMMs and convolutions on GPU 0, as `kiln compile --target cuda --tune` does,\n"
+    "and keeps each winner in the tuning database, keyed by the GPU, the driver,\n"
+    "kiln's build and the work (shapes, layouts, epilogue), so that every later\n"
+    "compile of a model with the same work uses it. Identical work, BERT's twelve\n"
+    "layers say, is timed once. A line per work item shows the candidates timed,\n"
+    "the best and the cost model's choice, and the budget spent. Once the budget\n"
+    "is spent no new work is timed; the rest keeps the cost model's choices.\n"
+    "Interrupted or out of budget, run it again: what was timed is in the database\n"
+    "and is not timed twice. The schedule matters: --schedule mono offers the\n"
+    "templates of its block size, so tune with the schedule you compile with.\n"
+    "\n"
+    "  --budget D         time spent timing candidates: 90s, 10m, 1h or seconds\n"
+    "                     (default: no limit)\n"
+    "  --precision P      storage of float activations and weights (default fp32)\n"
+    "  --schedule S       kernels (default) or a mono schedule (kiln help compile)\n"
+    "  --tuning-db FILE   the SQLite tuning database (default $KILN_TUNING_DB or\n"
+    "                     ~/.cache/kiln/tuning.db)\n"
+    "  --shape NAME=DIMS  bind a symbolic input dimension\n"
+    "  --quiet            no progress lines\n"
+    "\n";
+
 static const char bench_help[] =
     "USAGE\n"
     "  kiln bench MODEL|ARTIFACT [--target c|cuda] [--precision P] [--schedule S] [--tune]\n"
@@ -247,6 +276,7 @@ static int print_help(const char *cmd)
     else if (strcmp(cmd, "run") == 0) printf("%s%s", run_help, exit_codes_text);
     else if (strcmp(cmd, "compile") == 0) printf("%s%s", compile_help, exit_codes_text);
     else if (strcmp(cmd, "bench") == 0) printf("%s%s", bench_help, exit_codes_text);
+    else if (strcmp(cmd, "tune") == 0) printf("%s%s", tune_help, exit_codes_text);
     else if (strcmp(cmd, "verify") == 0) printf("%s%s", verify_help, exit_codes_text);
     else if (strcmp(cmd, "ops") == 0) printf("%s", ops_help);
     else if (strcmp(cmd, "devices") == 0) printf("%s%s", devices_help, exit_codes_text);
@@ -540,7 +570,22 @@ typedef struct cli_args {
     uint64_t seed;
     int threads, warmup, iterations;
     int profile_top; /* stages --profile lists; 0: all */
+    double budget_s; /* tune --budget; 0: none */
 } cli_args;
+
+/* "90s", "10m", "1h", "1.5h" or plain seconds; false unless positive and finite. */
+static bool parse_duration(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    double unit = 1;
+    if (end == s) return false;
+    if (strcmp(end, "h") == 0) unit = 3600;
+    else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0) unit = 60;
+    else if (*end && strcmp(end, "s") != 0) return false;
+    *out = v * unit;
+    return v > 0 && *out < 1e9;
+}
 
 /* Parses the options the commands share; returns -1 to go on, else an exit code. */
 static int parse_args(const char *cmd, int argc, char **argv, cli_args *a)
@@ -593,9 +638,18 @@ static int parse_args(const char *cmd, int argc, char **argv, cli_args *a)
                 return usage_error(cmd, "bad --profile-top '%s'", argv[i]);
             a->profile = true;
             a->profile_top = (int)v;
+        } else if (strcmp(x, "--budget") == 0 && has_val && strcmp(cmd, "tune") == 0) {
+            if (!parse_duration(argv[++i], &a->budget_s))
+                return usage_error(cmd, "bad --budget '%s' (want 90s, 10m, 1h or seconds)", argv[i]);
         } else if (x[0] == '-') return usage_error(cmd, "unknown option or missing value '%s'", x);
         else if (!a->path) a->path = x;
         else return usage_error(cmd, "unexpected argument '%s'", x);
+    }
+    if (strcmp(cmd, "tune") == 0) {
+        if (a->target && strcmp(a->target, "cuda") != 0)
+            return usage_error(cmd, "tunes for the cuda target only (not '%s')", a->target);
+        a->target = "cuda";
+        a->tune = true;
     }
     if (a->target && strcmp(a->target, "c") != 0 && strcmp(a->target, "cuda") != 0 && strcmp(a->target, "interp") != 0)
         return usage_error(cmd, "unknown target '%s' (known: c, cuda, interp)", a->target);
@@ -771,7 +825,8 @@ static kiln_status compile_model(ir_model *m, const cli_args *a, const char *out
     api_compile_opts o = {.target = target_of(a), .n_threads = a->threads > 0 ? a->threads : 1,
                           .emit_dir = a->emit_dir, .meta = a->path ? a->path : "embedded default model",
                           .progress = progress_line, .progress_user = &quiet, .precision = a->precision,
-                          .tune = a->tune, .tuning_db = a->tuning_db, .schedule = a->schedule};
+                          .tune = a->tune, .tuning_db = a->tuning_db, .schedule = a->schedule,
+                          .tune_budget_s = a->budget_s};
     return api_compile(m, &o, out_path, rep, d);
 }
 
@@ -1004,6 +1059,47 @@ static int cmd_compile(int argc, char **argv)
                rep.n_fallback_nodes, (double)rep.arena_bytes / 1e6, (double)rep.weight_bytes / 1e6,
                (double)rep.code_bytes / 1e3);
     }
+    rc = st == KILN_OK ? 0 : fail(st, &d, a.path);
+    ir_model_free(m);
+    base_diag_free(&d);
+    return rc;
+}
+
+/* ---- tune --------------------------------------------------------------------------------- */
+
+static int cmd_tune(int argc, char **argv)
+{
+    cli_args a;
+    int rc = parse_args("tune", argc, argv, &a);
+    if (rc >= 0) return rc;
+    if (!a.path) return usage_error("tune", "%s", "a MODEL is required");
+    if (a.artifact_out) return usage_error("tune", "%s", "writes no artifact (-o): kiln compile --tune does");
+    base_diag d;
+    base_diag_init(&d);
+    /* without a GPU the compile would only choose by heuristics: say so */
+    kiln_status st = rt_cuda_open(&d);
+    if (st == KILN_OK && rt_cuda_device_count() < 1)
+        st = base_diag_add(&d, KILN_ERR_NO_DEVICE, "no CUDA device");
+    if (st != KILN_OK) {
+        fprintf(stderr, "kiln tune: times candidates on a CUDA GPU, and there is none here (%s)\n",
+                base_diag_text(&d));
+        base_diag_free(&d);
+        return exit_code(st);
+    }
+    ir_model *m = NULL;
+    api_compile_report rep;
+    char tmp[512] = "";
+    double t0 = now_s();
+    st = load_model(a.path, &m, &d);
+    if (st == KILN_OK) st = onnx_check_support(m->graph, &d);
+    if (st == KILN_OK) st = bind_shapes(m->graph, a.shapes, a.n_shapes, NULL, &d);
+    if (st == KILN_OK && !temp_artifact(tmp, sizeof(tmp)))
+        st = base_diag_add(&d, KILN_ERR_IO, "cannot make a temporary file");
+    if (st == KILN_OK) st = compile_model(m, &a, tmp, &rep, &d);
+    if (tmp[0]) remove(tmp);
+    if (st == KILN_OK && !a.quiet)
+        printf("tuned %s for this GPU (%s, %s schedule) in %.1f s; compiles of the same work now use the results\n",
+               a.path, a.precision ? a.precision : "fp32", a.schedule ? a.schedule : "kernels", now_s() - t0);
     rc = st == KILN_OK ? 0 : fail(st, &d, a.path);
     ir_model_free(m);
     base_diag_free(&d);
@@ -1319,6 +1415,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
     if (strcmp(cmd, "compile") == 0) return cmd_compile(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0) return cmd_bench(argc - 2, argv + 2);
+    if (strcmp(cmd, "tune") == 0) return cmd_tune(argc - 2, argv + 2);
     if (strcmp(cmd, "verify") == 0) return cmd_verify(argc - 2, argv + 2);
     if (strcmp(cmd, "ops") == 0) return cmd_ops(argc - 2, argv + 2);
     if (strcmp(cmd, "devices") == 0) return cmd_devices(argc - 2, argv + 2);

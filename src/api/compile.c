@@ -124,7 +124,8 @@ kiln_status api_compile(ir_model *m, const api_compile_opts *o, const char *out_
     /* code */
     target_options to = {.n_threads = o->n_threads > 0 ? o->n_threads : 1, .emit_dir = o->emit_dir,
                          .progress = o->progress, .progress_user = o->progress_user, .precision = o->precision, .schedule = o->schedule,
-                         .tune = o->tune, .tuning_db = o->tuning_db, .weights = weights};
+                         .tune = o->tune, .tuning_db = o->tuning_db, .tune_budget_s = o->tune_budget_s,
+                         .weights = weights};
     double tb = now_s();
     st = t->build(g, &p, &to, &out, d);
     rep->seconds_build = now_s() - tb;

@@ -18,6 +18,7 @@ typedef struct api_compile_opts {
     bool tune;             /* cuda: time template candidates on the device */
     const char *schedule;  /* cuda: "kernels" (default) or "mono" */
     const char *tuning_db; /* cuda: NULL for the default database */
+    double tune_budget_s;  /* cuda with tune: seconds of measuring, then the cost model's choices; 0: no limit */
 } api_compile_opts;
 
 /* What compiling found, for reports. */

@@ -23,6 +23,7 @@ typedef struct target_options {
     bool tune;               /* time template candidates on the device (Bolt's profiler) */
     const char *schedule;    /* "kernels" (default) or "mono": the whole network as persistent kernels */
     const char *tuning_db;   /* SQLite file; NULL: $KILN_TUNING_DB or ~/.cache/kiln/tuning.db */
+    double tune_budget_s;    /* with tune: seconds of measuring, then the heuristics' choices; 0: no limit */
     const void *weights;     /* the planned weights blob (the model's dtypes), weight_bytes long */
     bool listing_only;       /* cuda: stop before building; target_output.listing describes the rProgram */
 } target_options;

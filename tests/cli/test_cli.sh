@@ -137,6 +137,20 @@ if [ -d "$data/node/test_add_bcast" ]; then
     expect inspect_bad_precision 1 "bad --precision 'fp8'" -- "$kiln" inspect "$ln" --schedule mono --precision fp8
 fi
 
+# kiln tune: the options, and a clear refusal without a GPU (CI has none)
+mm="$data/pytorch-operator/test_operator_mm/model.onnx"
+expect tune_help 0 "--budget D" -- "$kiln" tune --help
+expect tune_needs_model 1 "a MODEL is required" -- "$kiln" tune
+expect tune_bad_budget 1 "bad --budget '10x'" -- "$kiln" tune "$mm" --budget 10x
+expect tune_zero_budget 1 "bad --budget '0'" -- "$kiln" tune "$mm" --budget 0
+expect tune_cuda_only 1 "cuda target only" -- "$kiln" tune "$mm" --target c
+expect tune_no_artifact 1 "writes no artifact" -- "$kiln" tune "$mm" -o "$tmp/t.kiln"
+expect compile_no_budget 1 "unknown option or missing value '--budget'" -- "$kiln" compile "$mm" -o "$tmp/t.kiln" \
+    --budget 1m
+if ! "$kiln" devices >/dev/null 2>&1; then
+    expect tune_no_gpu 7 "there is none here" -- "$kiln" tune "$mm" --budget 1.5h --precision fp16
+fi
+
 # The cuda target stores a GEMM's [k, n] weight transposed ([n, k], K-major
 # for the TMA tiles) when nothing else reads it; a weight two MatMuls share
 # stays as it is. NVRTC compiles without a GPU (then for an sm_90 default).

@@ -52,7 +52,7 @@
 
 typedef struct memo {
     char *key;
-    int cand; /* -1: measured, nothing usable */
+    int cand; /* -1: the heuristic's (nothing measured was usable, or the budget was spent) */
 } memo;
 
 /* One candidate of the key being tuned. */
@@ -92,7 +92,9 @@ struct cg_tuner {
     memo *memos;
     int n_memos, cap_memos;
     int n_measured, n_from_db;
-    double seconds;
+    double seconds;            /* spent measuring */
+    double budget;             /* target_options.tune_budget_s: measure no new key beyond it; 0: no limit */
+    int n_over_budget;         /* keys left to the heuristic for it */
     /* device state, made at the first measurement */
     bool have_ctx;
     rt_cuda_ctx ctx;
@@ -726,6 +728,8 @@ static int tune_key(cg_tuner *t, cg_emitter *e, const sched_group *grp, const ch
     double secs = now_s() - t0;
     t->seconds += secs;
     t->n_measured++;
+    char spent[64] = "";
+    if (t->budget > 0) snprintf(spent, sizeof(spent), " (%.0f of %.0f s of the budget)", t->seconds, t->budget);
     if (best >= 0) {
         char desc[96];
         char heur[64] = "";
@@ -733,8 +737,8 @@ static int tune_key(cg_tuner *t, cg_emitter *e, const sched_group *grp, const ch
             snprintf(heur, sizeof(heur), "; the heuristic's, candidate %d, %.1f us", heuristic, cands[heuristic].us);
         else if (heuristic == best)
             snprintf(heur, sizeof(heur), "; the heuristic's choice");
-        say(t, "tuning %s: %d/%d candidates, best %.1f us (candidate %d: %s)%s; %.1f s", key, n_ran, n_cands,
-            cands[best].us, best, describe(&cands[best].op, desc, sizeof(desc)), heur, secs);
+        say(t, "tuning %s: %d/%d candidates, best %.1f us (candidate %d: %s)%s; %.1f s%s", key, n_ran, n_cands,
+            cands[best].us, best, describe(&cands[best].op, desc, sizeof(desc)), heur, secs, spent);
         if (t->db && cg_tune_db_writable(t->db)) {
             cg_tune_row row = {.n_cands = n_cands, .cand = best, .us = cands[best].us};
             snprintf(row.desc, sizeof(row.desc), "candidate %d of %d: %s", best, n_cands, desc);
@@ -792,6 +796,14 @@ int cg_tune_choose(cg_emitter *e, const sched_group *grp, const char *key, int n
         }
     }
     if (!t->measure || t->dead) return -1;
+    if (t->budget > 0 && t->seconds >= t->budget) {
+        /* what is measured is in the database: a later run goes on from here */
+        if (t->n_over_budget++ == 0)
+            say(t, "tuning: the budget of %.0f s is spent; the rest keeps the heuristics' choices (run again to "
+                   "go on: what was tuned is kept)", t->budget);
+        memo_add(t, key, -1);
+        return -1;
+    }
     t->busy = true;
     int best = tune_key(t, e, grp, key, n_cands, heuristic, emit_cand);
     t->busy = false;
@@ -811,7 +823,8 @@ kiln_status cg_tuner_open(cg_emitter *e, const void *weights, cg_tuner **out, ba
     }
     cg_tuner *t = base_calloc(1, sizeof(*t));
     if (!t) return base_diag_add(d, KILN_ERR_OOM, "out of memory opening the tuner");
-    *t = (cg_tuner){.g = e->g, .p = e->p, .o = o, .weights = weights, .measure = o->tune};
+    *t = (cg_tuner){.g = e->g, .p = e->p, .o = o, .weights = weights, .measure = o->tune,
+                    .budget = o->tune_budget_s > 0 ? o->tune_budget_s : 0};
     kiln_build(t->kiln, sizeof(t->kiln));
     base_diag w;
     base_diag_init(&w);
@@ -833,9 +846,13 @@ kiln_status cg_tuner_open(cg_emitter *e, const void *weights, cg_tuner **out, ba
 void cg_tuner_close(cg_tuner *t)
 {
     if (!t) return;
-    if (t->n_measured || t->n_from_db)
-        say(t, "tuning: %d configurations measured in %.1f s, %d from the tuning database%s%s", t->n_measured,
-            t->seconds, t->n_from_db, t->db ? " " : "", t->db ? t->db_path : "");
+    if (t->n_measured || t->n_from_db || t->n_over_budget) {
+        char over[96] = "";
+        if (t->n_over_budget)
+            snprintf(over, sizeof(over), ", %d left to the heuristics (budget spent)", t->n_over_budget);
+        say(t, "tuning: %d configurations measured in %.1f s, %d from the tuning database%s%s%s", t->n_measured,
+            t->seconds, t->n_from_db, t->db ? " " : "", t->db ? t->db_path : "", over);
+    }
     device_release(t);
     cg_tune_db_close(t->db);
     for (int i = 0; i < t->n_memos; i++) base_free(t->memos[i].key);
