@@ -228,11 +228,10 @@ static char *source_of(const shape *s, const gemm_problem *g, const gemm_cfg *ca
         /* two blocks: half the shared memory, and 128 registers a thread at 256 threads (bn/2 accumulators) */
         bool two = cfg_smem(&cands[i]) <= 113 * 1024 && (cfg_threads(&cands[i]) <= 128 || cands[i].bn <= 128);
         int min_blocks = min_blocks2 && two ? 2 : 1;
-        base_str_printf(&src,
-                        "extern \"C\" __global__ void __launch_bounds__(%d, %d) KG_CLUSTER(%d)"
-                        " k_%d(const kiln_gctx *c)\n{\n"
-                        "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, t);\n}\n\n",
-                        cfg_threads(&cands[i]), min_blocks, KILN_MAX(1, cands[i].cn), i,
+        char kname[32];
+        snprintf(kname, sizeof(kname), "k_%d", i);
+        cg_kernel_head(&src, kname, cfg_threads(&cands[i]), min_blocks, cands[i].cn);
+        base_str_printf(&src, "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, t);\n}\n\n",
                         (long long)cfg_rtasks(g, &cands[i]), i);
     }
     if (*n_tmaps) base_str_printf(&src, "__device__ kg_tmap kg_tmaps[%d];\n", *n_tmaps);

@@ -1033,6 +1033,14 @@ static int cmd_run(int argc, char **argv)
 
 /* ---- compile ----------------------------------------------------------------------------- */
 
+/* a.path loaded, its ops checked, the --shape bindings applied: what compile and tune build from. */
+static kiln_status load_for_compile(const cli_args *a, ir_model **m, base_diag *d)
+{
+    KILN_TRY(load_model(a->path, m, d));
+    KILN_TRY(onnx_check_support((*m)->graph, d));
+    return bind_shapes((*m)->graph, a->shapes, a->n_shapes, NULL, d);
+}
+
 static int cmd_compile(int argc, char **argv)
 {
     cli_args a;
@@ -1045,9 +1053,7 @@ static int cmd_compile(int argc, char **argv)
     base_diag_init(&d);
     ir_model *m = NULL;
     api_compile_report rep;
-    kiln_status st = load_model(a.path, &m, &d);
-    if (st == KILN_OK) st = onnx_check_support(m->graph, &d);
-    if (st == KILN_OK) st = bind_shapes(m->graph, a.shapes, a.n_shapes, NULL, &d);
+    kiln_status st = load_for_compile(&a, &m, &d);
     if (st == KILN_OK) st = compile_model(m, &a, a.artifact_out, &rep, &d);
     if (st == KILN_OK && !a.quiet) {
         printf("compiled %s -> %s for %s in %.2f s (partition %.2f s, code build %.2f s)\n", a.path, a.artifact_out,
@@ -1090,9 +1096,7 @@ static int cmd_tune(int argc, char **argv)
     api_compile_report rep;
     char tmp[512] = "";
     double t0 = now_s();
-    st = load_model(a.path, &m, &d);
-    if (st == KILN_OK) st = onnx_check_support(m->graph, &d);
-    if (st == KILN_OK) st = bind_shapes(m->graph, a.shapes, a.n_shapes, NULL, &d);
+    st = load_for_compile(&a, &m, &d);
     if (st == KILN_OK && !temp_artifact(tmp, sizeof(tmp)))
         st = base_diag_add(&d, KILN_ERR_IO, "cannot make a temporary file");
     if (st == KILN_OK) st = compile_model(m, &a, tmp, &rep, &d);

@@ -130,6 +130,15 @@ void cg_tmaps_define(const cg_emitter *e, base_str *s)
                         e->n_tmaps);
 }
 
+void cg_kernel_head(base_str *s, const char *name, int block, int min_blocks, int cluster)
+{
+    base_str_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d", block);
+    if (min_blocks > 0) base_str_printf(s, ", %d", min_blocks);
+    base_str_cat(s, ")");
+    if (cluster > 1) base_str_printf(s, " KG_CLUSTER(%d)", cluster);
+    base_str_printf(s, " %s(const kiln_gctx *c)\n{\n", name);
+}
+
 const char *cg_load(const cg_emitter *e, const ir_value *v, const char *index, char *buf, size_t n)
 {
     char p[160];
@@ -696,17 +705,11 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
         else
             base_str_cat(s, ", independent, as one kernel */\n");
     }
-    if (stages > 1) /* registers within a multiprocessor's share too */
-        base_str_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d, %d) k_%d(const kiln_gctx *c)\n{\n",
-                        all.block, pr->blocks_per_sm, b->m[0].grp->id);
-    else if (b->m[0].op.cluster > 1) /* alone in its kernel (add_member) */
-        base_str_printf(s,
-                        "extern \"C\" __global__ void __launch_bounds__(%d) KG_CLUSTER(%d) k_%d(const kiln_gctx *c)"
-                        "\n{\n",
-                        all.block, b->m[0].op.cluster, b->m[0].grp->id);
-    else
-        base_str_printf(s, "extern \"C\" __global__ void __launch_bounds__(%d) k_%d(const kiln_gctx *c)\n{\n",
-                        all.block, b->m[0].grp->id);
+    char kname[32];
+    snprintf(kname, sizeof(kname), "k_%d", b->m[0].grp->id);
+    /* a persistent kernel bounds registers within a multiprocessor's share
+     * too; a clustered rOperator is alone in its kernel (add_member) */
+    cg_kernel_head(s, kname, all.block, stages > 1 ? pr->blocks_per_sm : 0, b->m[0].op.cluster);
     for (int st = 0; st < stages; st++) {
         int64_t n = 0;
         for (int k = 0; k < b->n; k++)

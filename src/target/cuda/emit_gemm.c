@@ -294,12 +294,12 @@ static const gemm_cfg simt_table[] = {
 };
 
 /* Every table's tiles (the warpgroup ones twice: with and without TMA),
- * each also in every split (add_splits), and the TMA ones in clusters
- * (add_clusters). */
+ * each also in every split (add_splits), and the TMA ones twice more with
+ * a producer warp, alone and in clusters of two (add_clusters). */
 #define MAX_CANDS                                                                                                \
     ((int)((KILN_COUNT(tc_table) + 2 * KILN_COUNT(wg_table) + KILN_COUNT(wgt_deep_table) + KILN_COUNT(simt_table)) * \
                (1 + KILN_COUNT(split_cands)) +                                                                    \
-           KILN_COUNT(wg_table) + KILN_COUNT(wgt_deep_table)))
+           2 * (KILN_COUNT(wg_table) + KILN_COUNT(wgt_deep_table))))
 
 static int cfg_threads(const gemm_cfg *c)
 {

@@ -390,11 +390,10 @@ static void make_source(cg_emitter *e, const sched_group *grp, const char *key, 
     if (st == KILN_OK) {
         base_str_printf(&s, "#define KG_SITE_%d 0u\n", grp->id);
         base_str_cat(&s, base_str_get(&code));
-        base_str_printf(&s,
-                        "\nextern \"C\" __global__ void __launch_bounds__(%d) KG_CLUSTER(%d)"
-                        " k_tune(const kiln_gctx *c)\n{\n"
-                        "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, t);\n}\n\n%s",
-                        op->block, KILN_MAX(1, op->cluster), (long long)op->n_rtasks, grp->id, tune_kernels);
+        base_str_cat(&s, "\n");
+        cg_kernel_head(&s, "k_tune", op->block, 0, op->cluster);
+        base_str_printf(&s, "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, t);\n}\n\n%s",
+                        (long long)op->n_rtasks, grp->id, tune_kernels);
         cg_tmaps_define(e, &s);
         if (s.oom) st = base_diag_add(&cd, KILN_ERR_OOM, "out of memory emitting it");
     }

@@ -742,7 +742,6 @@ static __device__ __forceinline__ void kg_gemm_wg(const kg_gemm_args *g, int tm,
 
 /* ---- warpgroup MMA fed by the tensor memory accelerator ------------------------------ */
 
-
 /* Eight elements of C from fp32 values: one 16-byte store (two for float32 C). */
 static __device__ __forceinline__ void kg_gemm_st8(void *p, kg_i64 i, const float *v, const int dt)
 {
@@ -878,17 +877,28 @@ static __device__ __forceinline__ void kg_tma_load_mc(unsigned dst, const void *
 /* Issues k-tile kt of A and B (64 deep) into one stage, counted on bar:
  * K-major operands as one box of 64 x rows, MN-major ones as 64 x 64 atoms
  * (the layout kg_wg_operand describes; the tensor maps swizzle by 128
- * bytes as the descriptors do). */
+ * bytes as the descriptors do). In a cluster of cn blocks sharing A
+ * (kg_gemm_wgt_ws), the block of rank `rank` copies its 1 / cn of A's rows
+ * into every block; bar expects the whole stage either way. */
 static __device__ __forceinline__ void kg_gemm_tma_issue(const kg_gemm_args *g, unsigned sa, unsigned sb,
                                                          unsigned bar, int m0, int n0, int kt, const int bm,
-                                                         const int bn)
+                                                         const int bn, const int cn, unsigned rank)
 {
     const int k0 = kt * 64;
     kg_mbar_expect(bar, (unsigned)((bm + bn) * 64 * 2));
-    if (g->la == KG_GEMM_KMAJOR) kg_tma_load(sa, g->tma_a, k0, m0, bar);
-    else
+    /* A: this block's part, rows rank * bm / cn on (all of it when cn is 1),
+     * in a cluster multicast into both blocks */
+    if (g->la == KG_GEMM_KMAJOR) {
+        const unsigned dst = sa + rank * (bm / cn) * 128;
+        if (cn > 1) kg_tma_load_mc(dst, g->tma_a, k0, m0 + (int)rank * (bm / cn), bar, 3);
+        else kg_tma_load(dst, g->tma_a, k0, m0, bar);
+    } else
 #pragma unroll
-        for (int i = 0; i < bm / 64; i++) kg_tma_load(sa + i * 8192, g->tma_a, m0 + 64 * i, k0, bar);
+        for (int i = 0; i < bm / 64 / cn; i++) {
+            const int atom = (int)rank * (bm / 64 / cn) + i;
+            if (cn > 1) kg_tma_load_mc(sa + atom * 8192, g->tma_a, m0 + 64 * atom, k0, bar, 3);
+            else kg_tma_load(sa + atom * 8192, g->tma_a, m0 + 64 * atom, k0, bar);
+        }
     if (g->lb == KG_GEMM_KMAJOR) kg_tma_load(sb, g->tma_b, k0, n0, bar);
     else
 #pragma unroll
@@ -1000,7 +1010,8 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
     __syncthreads();
     if (threadIdx.x == 0)
         for (int s = 0; s < stages && s < k_tiles; s++)
-            kg_gemm_tma_issue(g, smem + s * a_bytes, smem_b + s * b_bytes, full + 8 * s, m0, n0, kt0 + s, bm, bn);
+            kg_gemm_tma_issue(g, smem + s * a_bytes, smem_b + s * b_bytes, full + 8 * s, m0, n0, kt0 + s, bm, bn, 1,
+                              0u);
     float d[128];
     kg_wg_zero(d, bn / 2);
 #pragma unroll 1
@@ -1013,7 +1024,7 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
             if (atomicAdd(&done[2 * ps], 1u) == (unsigned)(n_warps - 1)) {
                 done[2 * ps] = 0u;
                 kg_gemm_tma_issue(g, smem + ps * a_bytes, smem_b + ps * b_bytes, full + 8 * ps, m0, n0,
-                                  kt0 + kt - 1 + stages, bm, bn);
+                                  kt0 + kt - 1 + stages, bm, bn, 1, 0u);
             }
         }
         __syncwarp();
@@ -1100,26 +1111,10 @@ static __device__ __forceinline__ void kg_gemm_wgt_ws(const kg_gemm_args *g, int
         if (threadIdx.x == n_mma) /* the producer */
 #pragma unroll 1
             for (int kt = 0; kt < k_tiles; kt++) {
-                const int s = kt % stages, k0 = kt * bk;
-                const unsigned bar = full + 8 * s, sa = smem + s * a_bytes, sb = smem_b + s * b_bytes;
+                const int s = kt % stages;
                 if (kt >= stages) kg_mbar_wait(empty + 8 * s, (unsigned)(kt / stages - 1) & 1u);
-                kg_mbar_expect(bar, (unsigned)(a_bytes + b_bytes));
-                /* A: this block's half (rows rank * bm / 2 on) into both, or all of it */
-                if (g->la == KG_GEMM_KMAJOR) {
-                    if (cn > 1)
-                        kg_tma_load_mc(sa + rank * (a_bytes / 2), g->tma_a, k0, m0 + (int)rank * (bm / 2), bar, 3);
-                    else kg_tma_load(sa, g->tma_a, k0, m0, bar);
-                } else
-#pragma unroll
-                    for (int i = 0; i < bm / 64 / cn; i++) {
-                        const int atom = (int)rank * (bm / 64 / cn) + i;
-                        if (cn > 1) kg_tma_load_mc(sa + atom * 8192, g->tma_a, m0 + 64 * atom, k0, bar, 3);
-                        else kg_tma_load(sa + atom * 8192, g->tma_a, m0 + 64 * atom, k0, bar);
-                    }
-                if (g->lb == KG_GEMM_KMAJOR) kg_tma_load(sb, g->tma_b, k0, n0, bar);
-                else
-#pragma unroll
-                    for (int i = 0; i < bn / 64; i++) kg_tma_load(sb + i * 8192, g->tma_b, n0 + 64 * i, k0, bar);
+                kg_gemm_tma_issue(g, smem + s * a_bytes, smem_b + s * b_bytes, full + 8 * s, m0, n0, kt, bm, bn, cn,
+                                  rank);
             }
     } else {
         const unsigned other_empty = cn > 1 ? kg_cluster_map(empty, rank ^ 1u) : 0u;
