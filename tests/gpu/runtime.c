@@ -19,6 +19,7 @@
  *   - a persistent kernel (--schedule=mono) asking for more blocks than fit,
  *     its two stages ordered by a grid barrier; a barrier one block never
  *     reaches, which the watchdog turns into an error naming the stage;
+ *   - kg_math.h's GELU against the host's double precision on a dense sweep;
  *   - launch counts, profiling (a stage per launch), the image choice
  *     (none for this GPU: KILN_ERR_UNSUPPORTED), $KILN_DEVICE, an absurd
  *     arena (KILN_ERR_OOM);
@@ -33,6 +34,7 @@
 #include "runtime/gprog.h"
 #include "target/cuda/nvrtc.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -686,6 +688,86 @@ static void test_crash(const images *im)
     check(true, "freeing the model after the failure");
 }
 
+/* kg_math.h's float GELU (kg_geluf, the fused epilogues' and elementwise
+ * kernels' one) on a dense sweep of [-12, 12] against the host's double
+ * x * erfc(-x / sqrt 2) / 2: within 4e-6 relative, or 2e-7 absolute in
+ * the negative tail, where it underflows (kg_math.h promises a few ulp). */
+#define ACT_SWEEP (1 << 22)
+static const char act_src[] = "extern \"C\" __global__ void k_gelu(const float *x, float *y, int n)\n"
+                              "{\n"
+                              "    int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                              "    if (i < n) y[i] = kg_geluf(x[i]);\n"
+                              "}\n";
+
+/* kg.h, kg_math.h and act_src, or NULL when kg_math.h cannot be read. */
+static char *act_source(void)
+{
+    char *math = read_text("src/target/cuda/kernels/kg_math.h");
+    if (!math) return NULL;
+    size_t n_src = strlen(prelude) + strlen(math) + sizeof(act_src) + 4;
+    char *src = malloc(n_src);
+    if (src) snprintf(src, n_src, "%s\n%s\n%s", prelude, math, act_src);
+    free(math);
+    return src;
+}
+
+static void test_gelu_accuracy(const rt_cuda_device *dev)
+{
+    char *src = act_source();
+    check(src != NULL, "read src/target/cuda/kernels/kg_math.h");
+    if (!src) return;
+    base_diag d;
+    base_diag_init(&d);
+    void *cubin = NULL;
+    size_t n_cubin = 0;
+    CUmodule mod = NULL;
+    CUfunction fn = NULL;
+    CUdeviceptr dx = 0, dy = 0;
+    float *x = malloc(ACT_SWEEP * sizeof(float)), *y = malloc(ACT_SWEEP * sizeof(float));
+    kiln_status st = x && y ? KILN_OK : KILN_ERR_OOM;
+    if (st == KILN_OK)
+        st = cg_nvrtc_compile(src, "gelu_test.cu", dev->sm_major, dev->sm_minor, dev->sm_major >= 9, &cubin, &n_cubin,
+                              &d);
+    free(src);
+    if (st == KILN_OK) st = rt_cuda_module_load(cubin, n_cubin, &mod, &d);
+    base_free(cubin);
+    if (st == KILN_OK) st = rt_cuda_module_function(mod, "k_gelu", &fn, &d);
+    if (st == KILN_OK) st = rt_cuda_alloc(ACT_SWEEP * sizeof(float), &dx, &d);
+    if (st == KILN_OK) st = rt_cuda_alloc(ACT_SWEEP * sizeof(float), &dy, &d);
+    for (int i = 0; x && i < ACT_SWEEP; i++) x[i] = -12.0f + 24.0f * (float)i / (float)(ACT_SWEEP - 1);
+    if (x) x[0] = -0.0f, x[1] = 1e-30f, x[2] = -1e-30f, x[3] = NAN; /* signed zero, tiny inputs, NaN */
+    if (st == KILN_OK) st = rt_cuda_copy_to_device(dx, x, ACT_SWEEP * sizeof(float), &d);
+    int n = ACT_SWEEP;
+    void *args[] = {&dx, &dy, &n};
+    if (st == KILN_OK) st = rt_cuda_launch(fn, (ACT_SWEEP + 255) / 256, 256, 0, NULL, args, &d);
+    if (st == KILN_OK) st = rt_cuda_stream_sync(NULL, &d);
+    if (st == KILN_OK) st = rt_cuda_copy_to_host(y, dy, ACT_SWEEP * sizeof(float), &d);
+    double max_rel = 0, max_abs_tail = 0, worst_x = 0;
+    int n_bad = 0;
+    for (int i = 4; st == KILN_OK && i < ACT_SWEEP; i++) {
+        double ref = 0.5 * (double)x[i] * erfc(-(double)x[i] / sqrt(2.0)), err = fabs((double)y[i] - ref);
+        if (fabs(ref) > 1e-6 && err / fabs(ref) > max_rel) max_rel = err / fabs(ref), worst_x = x[i];
+        if (fabs(ref) <= 1e-6 && err > max_abs_tail) max_abs_tail = err;
+        if (!(err <= 4e-6 * fabs(ref) + 2e-7) && n_bad++ < 3)
+            printf("       kg_geluf(%.9g) = %.9g, double %.9g\n", x[i], y[i], ref);
+    }
+    char what[200];
+    snprintf(what, sizeof(what),
+             "kg_geluf on %d points of [-12, 12]: max %.2g relative (at %.4g), %.2g absolute where |gelu| <= 1e-6; "
+             "%d beyond 4e-6 relative + 2e-7",
+             ACT_SWEEP, max_rel, worst_x, max_abs_tail, n_bad);
+    if (st != KILN_OK) printf("       %s\n", base_diag_text(&d));
+    check(st == KILN_OK && n_bad == 0, what);
+    check(st == KILN_OK && y[0] == 0.0f && y[1] == 0.5e-30f && y[2] == -0.5e-30f && isnan(y[3]),
+          "kg_geluf(-0) = 0, gelu(+-1e-30) = +-5e-31, NaN stays NaN");
+    rt_cuda_free(dx);
+    rt_cuda_free(dy);
+    rt_cuda_module_free(mod);
+    free(x);
+    free(y);
+    base_diag_free(&d);
+}
+
 /* --compile-only: only the NVRTC builds of the test program (no GPU needed). */
 static int compile_only(void)
 {
@@ -700,6 +782,17 @@ static int compile_only(void)
         check(prelude && compile(defines[i], &im[i]), what[i]);
         for (int k = 0; k < 2; k++) base_free(im[i].cubin[k]);
     }
+    char *src = prelude ? act_source() : NULL;
+    void *cubin = NULL;
+    size_t n_cubin = 0;
+    base_diag d;
+    base_diag_init(&d);
+    bool ok = src && cg_nvrtc_compile(src, "gelu_test.cu", 9, 0, true, &cubin, &n_cubin, &d) == KILN_OK;
+    if (src && !ok) printf("       NVRTC: %s\n", base_diag_text(&d));
+    check(ok, "NVRTC: the GELU accuracy program for sm_90a");
+    base_free(cubin);
+    base_diag_free(&d);
+    free(src);
     printf("runtime: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
@@ -740,6 +833,7 @@ int main(int argc, char **argv)
         test_watchdog(&fp32, "k_hang", 1);
         test_watchdog(&fp32, "k_whang", -1);
         test_load_errors(&fp32, &dev);
+        test_gelu_accuracy(&dev);
         if (argc > 1 && strcmp(argv[1], "--no-crash") == 0) printf("       (the illegal address test is skipped)\n");
         else test_crash(&fp32);
     }
