@@ -22,6 +22,11 @@
  *     void *d_out[1] = {(void *)d_logits};
  *     kiln_rt_run_device(m, (const void *const *)d_in, d_out);   // returns when d_logits is written
  *
+ * On sm_90 and later, kernels start while the kernel before them still
+ * runs (programmatic dependent launch: each waits for its predecessor's
+ * writes before touching memory); $KILN_EARLY_LAUNCH=0 at load launches
+ * them one after another instead.
+ *
  * Tensors are dense and row-major; their dtype and shape are fixed by the
  * artifact (kiln_rt_input / kiln_rt_output tell them), except model outputs
  * whose shape depends on the input data (NonZero, NonMaxSuppression, a

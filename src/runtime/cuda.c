@@ -45,6 +45,7 @@ static const struct {
     ENTRY(cuFuncSetAttribute, "cuFuncSetAttribute"),
     ENTRY(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor"),
     ENTRY(cuLaunchKernel, "cuLaunchKernel"),
+    ENTRY(cuLaunchKernelEx, "cuLaunchKernelEx"),
     ENTRY(cuMemAlloc, "cuMemAlloc_v2"),
     ENTRY(cuMemFree, "cuMemFree_v2"),
     ENTRY(cuMemcpyHtoD, "cuMemcpyHtoD_v2"),
@@ -382,6 +383,18 @@ kiln_status rt_cuda_launch(CUfunction fn, unsigned n_blocks, unsigned block_size
     KILN_ASSERT(cu != NULL);
     return KILN_CU_CHECK(d, cu->cuLaunchKernel(fn, n_blocks, 1, 1, block_size, 1, 1, smem_bytes, s, args,
                                                       NULL));
+}
+
+kiln_status rt_cuda_launch_ex(CUfunction fn, unsigned n_blocks, unsigned block_size, unsigned smem_bytes, CUstream s,
+                              void **args, bool early, base_diag *d)
+{
+    if (!early) return rt_cuda_launch(fn, n_blocks, block_size, smem_bytes, s, args, d);
+    KILN_ASSERT(cu != NULL);
+    CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
+    attr.value.programmatic_stream_serialization_allowed = 1;
+    CUlaunchConfig cfg = {.grid_x = n_blocks, .grid_y = 1, .grid_z = 1, .block_x = block_size, .block_y = 1,
+                          .block_z = 1, .smem_bytes = smem_bytes, .stream = s, .attrs = &attr, .n_attrs = 1};
+    return KILN_CU_CHECK(d, cu->cuLaunchKernelEx(&cfg, fn, args, NULL));
 }
 
 /* ---- memory and streams --------------------------------------------------------- */

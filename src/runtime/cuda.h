@@ -91,6 +91,29 @@ enum { CU_TENSOR_MAP_SWIZZLE_128B = 3 };                                        
 enum { CU_TENSOR_MAP_L2_PROMOTION_L2_256B = 3 };                                   /* CUtensorMapL2promotion */
 enum { CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE = 0 };                                    /* CUtensorMapFloatOOBfill */
 
+/* cuLaunchKernelEx's configuration, with the one launch attribute kiln sets:
+ * programmatic stream serialization (programmatic dependent launch, sm_90),
+ * which lets a kernel start before the previous one in the stream has
+ * finished; the kernel itself waits (griddepcontrol.wait) before it touches
+ * memory. */
+typedef struct CUlaunchAttribute {
+    int id; /* CUlaunchAttributeID */
+    char pad[4];
+    union {
+        char pad[64];
+        int programmatic_stream_serialization_allowed;
+        void *align;
+    } value;
+} CUlaunchAttribute;
+_Static_assert(sizeof(CUlaunchAttribute) == 72, "CUlaunchAttribute is cuda.h's 72 bytes");
+enum { CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6 }; /* CUlaunchAttributeID */
+typedef struct CUlaunchConfig {
+    unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, smem_bytes;
+    CUstream stream;
+    CUlaunchAttribute *attrs;
+    unsigned n_attrs;
+} CUlaunchConfig;
+
 /* The entry points kiln uses. Members are named as in the CUDA
  * documentation; the comment gives the exported symbol when it is a
  * versioned one (cuda.h maps the plain name onto it with a #define). */
@@ -122,6 +145,7 @@ typedef struct rt_cuda_api {
     CUresult (*cuLaunchKernel)(CUfunction fn, unsigned grid_x, unsigned grid_y, unsigned grid_z, unsigned block_x,
                                unsigned block_y, unsigned block_z, unsigned smem_bytes, CUstream stream,
                                void **params, void **extra);
+    CUresult (*cuLaunchKernelEx)(const CUlaunchConfig *config, CUfunction fn, void **params, void **extra);
     CUresult (*cuMemAlloc)(CUdeviceptr *p, size_t bytes);                                   /* cuMemAlloc_v2 */
     CUresult (*cuMemFree)(CUdeviceptr p);                                                   /* cuMemFree_v2 */
     CUresult (*cuMemcpyHtoD)(CUdeviceptr dst, const void *src, size_t bytes);               /* cuMemcpyHtoD_v2 */
@@ -229,6 +253,11 @@ kiln_status rt_cuda_occupancy(CUfunction fn, int block_size, size_t smem_bytes, 
  * Errors inside the kernel show at the next synchronisation. */
 kiln_status rt_cuda_launch(CUfunction fn, unsigned n_blocks, unsigned block_size, unsigned smem_bytes, CUstream s,
                            void **args, base_diag *d);
+/* rt_cuda_launch, and with early true as a programmatic dependent launch
+ * (sm_90 and later): fn may start while the kernel before it in s still
+ * runs, so fn must begin with griddepcontrol.wait (kg.h's kg_grid_dep). */
+kiln_status rt_cuda_launch_ex(CUfunction fn, unsigned n_blocks, unsigned block_size, unsigned smem_bytes, CUstream s,
+                              void **args, bool early, base_diag *d);
 
 /* ---- memory and streams --------------------------------------------------------- */
 

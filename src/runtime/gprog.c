@@ -104,7 +104,8 @@ kiln_status rt_gprog_encode(const rt_gprog *p, void **buf, size_t *n, base_diag 
         const rt_glaunch *l = &p->launches[i];
         const char *name = l->name ? l->name : "", *label = l->label ? l->label : "";
         size_t nn = strlen(name), nl = strlen(label);
-        put_le(b + pos, (uint64_t)(uint32_t)(l->segment < 0 && l->persistent ? -2 : l->segment), 4);
+        int32_t code = l->segment >= 0 ? l->segment : -1 - (l->persistent ? 1 : 0) - (l->early ? 2 : 0);
+        put_le(b + pos, (uint64_t)(uint32_t)code, 4);
         put_le(b + pos + 4, l->grid, 4);
         put_le(b + pos + 8, l->block, 4);
         put_le(b + pos + 12, l->smem, 4);
@@ -260,13 +261,16 @@ static void read_launch(rd *r, rt_gprog *p, int i)
     rd_padding(r, 4); /* launches start 8-byte aligned: this pads name + label to 4 */
     if (r->st != KILN_OK) return;
     int32_t segment = (int32_t)(uint32_t)seg;
-    l->persistent = segment == -2;
-    l->segment = segment == -2 ? -1 : segment;
+    l->persistent = segment == -2 || segment == -4;
+    l->early = segment == -3 || segment == -4;
+    l->segment = segment < 0 ? -1 : segment;
     l->grid = (unsigned)grid;
     l->block = (unsigned)block;
     l->smem = (unsigned)smem;
-    if (segment < -2) {
-        rd_fail(r, "segment %d (at byte offset %zu) is neither -1 (a kernel), -2 (a persistent kernel) nor a segment index",
+    if (segment < -4) {
+        rd_fail(r,
+                "segment %d (at byte offset %zu) is neither -1 (a kernel), -2 (a persistent kernel), -3 / -4 (the "
+                "same, launched early) nor a segment index",
                 segment, at);
     } else if (segment >= 0) {
         if (grid || block || smem || l->name[0])

@@ -42,7 +42,8 @@
  *     32  u64  weight_bytes      = the artifact's weights section
  *     40  images:   n_images x {u32 sm (80, 90...), u32 arch_specific (1: sm_90a),
  *                               u64 bytes, the cubin, zero padding to 8 bytes}
- *         launches: n_launches x {i32 segment (-1: a kernel, -2: a persistent kernel),
+ *         launches: n_launches x {i32 segment (-1: a kernel, -2: a persistent kernel,
+ *                                 -3 / -4: the same, beginning with griddepcontrol.wait),
  *                                 u32 grid, u32 block,
  *                                 u32 smem, u32 name_bytes, name, u32 label_bytes,
  *                                 label, zero padding to 4 bytes}
@@ -65,6 +66,13 @@
  * most blocks it can use, and the runtime lowers it to what the occupancy
  * API says fits the device (an error when not one block per multiprocessor
  * fits).
+ *
+ * Early launches. A kernel that begins with griddepcontrol.wait (every
+ * kernel kiln generates: kg.h's kg_grid_dep) is marked `early`: on sm_90
+ * and later the runtime launches it as a programmatic dependent launch, so
+ * its blocks are scheduled while the kernel before it still runs and the
+ * launch latency between kernels is hidden. Kernels without the mark (hand-
+ * written ones) are launched after the previous kernel ends.
  *
  * A kernel launch names its extern "C" kernel; `label` is the group's name
  * (the ONNX nodes it computes), used in profiles and error messages. A host
@@ -117,6 +125,8 @@ typedef struct rt_gimage {
 typedef struct rt_glaunch {
     int segment;       /* -1: a kernel; else a host segment's index */
     bool persistent;   /* a kernel whose blocks must all be resident (encoded as segment -2) */
+    bool early;        /* a kernel that begins with griddepcontrol.wait (kg_grid_dep), so it may be
+                        * launched before the previous kernel ends (segment -3, or -4 when persistent) */
     unsigned grid, block, smem;
     const char *name;  /* the kernel ("k_12"); "" for segments */
     const char *label; /* the group's name */

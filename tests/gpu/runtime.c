@@ -20,6 +20,8 @@
  *     its two stages ordered by a grid barrier; a barrier one block never
  *     reaches, which the watchdog turns into an error naming the stage;
  *   - kg_math.h's GELU against the host's double precision on a dense sweep;
+ *   - early (programmatic dependent) launches: a kernel that waits is right
+ *     after a slow one; one that does not wait shows the overlap;
  *   - launch counts, profiling (a stage per launch), the image choice
  *     (none for this GPU: KILN_ERR_UNSUPPORTED), $KILN_DEVICE, an absurd
  *     arena (KILN_ERR_OOM);
@@ -140,6 +142,21 @@ static const char kernels_src[] =
     "    }\n"
     "    kg_waits_exit(kg_done_w, 2u);\n"
     "}\n"
+    "\n"
+    "/* early launches (gprog.h): k_slow is k_a after 50 us of waiting, then\n"
+    " * k_e (k_c beginning with kg_grid_dep, as every generated kernel does) or\n"
+    " * k_nowait (k_c without it: it reads the arena before k_slow wrote it) */\n"
+    "extern \"C\" __global__ void k_slow(const kiln_gctx *c)\n"
+    "{\n"
+    "    kg_grid_dep();\n"
+    "    unsigned long long t0 = kg_now_ns();\n"
+    "    while (kg_now_ns() - t0 < 50000ull) {}\n"
+    "    for (int t = blockIdx.x; t < 8; t += gridDim.x) op_a(c, t);\n"
+    "}\n"
+    "extern \"C\" __global__ void k_e(const kiln_gctx *c)\n"
+    "{ kg_grid_dep(); for (int t = blockIdx.x; t < 4; t += gridDim.x) op_c(c, t); }\n"
+    "extern \"C\" __global__ void k_nowait(const kiln_gctx *c)\n"
+    "{ for (int t = blockIdx.x; t < 4; t += gridDim.x) op_c(c, t); }\n"
     "\n"
     "/* a counter that never reaches its count */\n"
     "extern \"C\" __global__ void k_whang(const kiln_gctx *c)\n"
@@ -498,6 +515,64 @@ static void test_kernels(const images *im)
     kiln_rt_free(m);
 }
 
+static const rt_glaunch K_SLOW = {.segment = -1, .grid = 4, .block = 128, .name = "k_slow", .label = "slow",
+                                  .early = true};
+/* 120 KB of shared memory: one block per multiprocessor, so the runtime
+ * launches them early (rt_cuda.c, spreads_early) */
+static const rt_glaunch K_E = {.segment = -1, .grid = 3, .block = 256, .smem = 120 * 1024, .name = "k_e",
+                               .label = "add2 (waits)", .early = true};
+static const rt_glaunch K_NOWAIT = {.segment = -1, .grid = 3, .block = 256, .smem = 120 * 1024, .name = "k_nowait",
+                                    .label = "add2 (does not wait)", .early = true};
+
+/* Early launches: a kernel that waits (kg_grid_dep) after a slow one is
+ * right on every run; on sm_90, one that does not wait reads the arena
+ * before the slow kernel wrote it, which shows that the launches really
+ * overlap, unless KILN_EARLY_LAUNCH=0, or unless the kernel fits several
+ * blocks per multiprocessor in less than a full wave (64 KB: three), which
+ * the runtime launches in order so that its blocks spread out. */
+static void test_early(const images *im, const rt_cuda_device *dev)
+{
+    spec s = {.prec = KILN_GPREC_FP32, .n_launches = 2, .launches = {K_SLOW, K_E}, .arena_bytes = ARENA_BYTES,
+              .only_image = -1};
+    kiln_rt_model *m = load(&s, im, "early launches, fp32");
+    if (!m) return;
+    check(run_host(m, &s, 20) && run_device(m, &s, 10), "early launch after a slow kernel: 30 runs right");
+    kiln_rt_free(m);
+    if (dev->sm_major < 9) return;
+
+    s.launches[1] = K_NOWAIT;
+    float x[N], y[N];
+    const void *in[1] = {x};
+    void *out[2] = {y, NULL};
+    int stale[3] = {-1, -1, -1};
+    for (int pass = 0; pass < 3; pass++) {
+        if (pass == 1) setenv("KILN_EARLY_LAUNCH", "0", 1);
+        if (pass == 2) s.launches[1].smem = 65536;
+        m = load(&s, im, "early launches without the wait");
+        if (pass == 1) unsetenv("KILN_EARLY_LAUNCH");
+        if (!m) return;
+        int wrong = 0;
+        for (int r = 0; r < 10; r++) {
+            make_input(x, r);
+            bool ok = kiln_rt_run(m, in, out) == KILN_OK;
+            for (int i = 0; ok && i < N; i++)
+                if (y[i] != 2.0f * x[i] + weight(i) + 1.0f) {
+                    wrong++;
+                    break;
+                }
+            if (!ok) wrong = 100;
+        }
+        kiln_rt_free(m);
+        stale[pass] = wrong;
+    }
+    char what[200];
+    snprintf(what, sizeof(what),
+             "a kernel that does not wait runs early: %d of 10 runs read stale data; %d with KILN_EARLY_LAUNCH=0, "
+             "%d with 3 blocks per multiprocessor",
+             stale[0], stale[1], stale[2]);
+    check(stale[0] > 0 && stale[0] <= 10 && stale[1] == 0 && stale[2] == 0, what);
+}
+
 static void test_segments(const images *im, kiln_gprec prec)
 {
     spec s = {.prec = prec, .n_launches = 4, .launches = {K_A, SEG_RELU, SEG_NZ, K_C}, .arena_bytes = ARENA_BYTES,
@@ -834,6 +909,7 @@ int main(int argc, char **argv)
         test_watchdog(&fp32, "k_whang", -1);
         test_load_errors(&fp32, &dev);
         test_gelu_accuracy(&dev);
+        test_early(&fp32, &dev);
         if (argc > 1 && strcmp(argv[1], "--no-crash") == 0) printf("       (the illegal address test is skipped)\n");
         else test_crash(&fp32);
     }

@@ -27,8 +27,8 @@ typedef struct sample {
 } sample;
 
 /* Two images; a kernel, a host segment, a kernel with 64 KB of shared
- * memory, a persistent kernel whose name and label pad to 4 bytes
- * differently; two tensor maps, in the arena and in the weights. */
+ * memory launched early, a persistent kernel whose name and label pad to
+ * 4 bytes differently; two tensor maps, in the arena and in the weights. */
 static void sample_init(sample *s)
 {
     memset(s, 0, sizeof(*s));
@@ -37,7 +37,7 @@ static void sample_init(sample *s)
     s->launches[0] = (rt_glaunch){.segment = -1, .grid = 132, .block = 256, .name = "k_0", .label = "conv1+relu1"};
     s->launches[1] = (rt_glaunch){.segment = 0, .name = "", .label = "nonzero1 (fallback)"};
     s->launches[2] = (rt_glaunch){.segment = -1, .grid = 7, .block = 128, .smem = 64 * 1024, .name = "k_2",
-                                  .label = "gemm"};
+                                  .label = "gemm", .early = true};
     s->launches[3] = (rt_glaunch){.segment = -1, .grid = 1, .block = 1024, .name = "k_12345", .label = "",
                                   .persistent = true};
     s->tmaps[0] = (rt_gtmap){.space = 0, .dtype = KILN_GPREC_FP16, .offset = 1024, .dim0 = 40, .dim1 = 30,
@@ -94,6 +94,7 @@ static void put(uint8_t *p, uint64_t v, int n)
 #define LAUNCH0 (IMAGE1 + 16 + PAD8(sizeof(cubin90a)))
 #define LAUNCH1 (LAUNCH0 + 24 + 3 + 11 + 2) /* "k_0", "conv1+relu1", 2 bytes of padding */
 #define LAUNCH2 (LAUNCH1 + 24 + 0 + 19 + 1) /* "", "nonzero1 (fallback)", 1 byte of padding */
+#define LAUNCH3 (LAUNCH2 + 24 + 3 + 4 + 1)  /* "k_2", "gemm", 1 byte of padding */
 
 /* msg with %zu replaced by off. */
 static const char *at(const char *fmt, size_t off)
@@ -132,7 +133,7 @@ UNIT_TEST(gprog_round_trip)
         for (int i = 0; i < 4; i++) {
             const rt_glaunch *a = &p.launches[i], *b = &s.launches[i];
             UNIT_CHECK(a->segment == b->segment && a->grid == b->grid && a->block == b->block && a->smem == b->smem);
-            UNIT_CHECK(a->persistent == b->persistent);
+            UNIT_CHECK(a->persistent == b->persistent && a->early == b->early);
             UNIT_CHECK(strcmp(a->name, b->name) == 0 && strcmp(a->label, b->label) == 0);
         }
     }
@@ -140,6 +141,21 @@ UNIT_TEST(gprog_round_trip)
     for (int i = 0; i < p.n_tmaps && i < 2; i++) UNIT_CHECK(memcmp(&p.tmaps[i], &s.tmaps[i], sizeof(rt_gtmap)) == 0);
     rt_gprog_free(&p);
     free(buf);
+
+    /* the segment codes: -3 a kernel launched early, -4 a persistent one */
+    s.launches[3].early = true;
+    buf = encode(&s.prog, &n);
+    int32_t code[2] = {0, 0};
+    if (buf && n > LAUNCH3 + 4) memcpy(&code[0], buf + LAUNCH2, 4), memcpy(&code[1], buf + LAUNCH3, 4);
+    UNIT_CHECK(code[0] == -3 && code[1] == -4);
+    UNIT_CHECK_EQ_INT(rt_gprog_decode(buf, n, &p, &d), KILN_OK);
+    if (p.n_launches == 4)
+        UNIT_CHECK(p.launches[0].segment == -1 && !p.launches[0].early && p.launches[2].segment == -1 &&
+                   p.launches[2].early && !p.launches[2].persistent && p.launches[3].segment == -1 &&
+                   p.launches[3].early && p.launches[3].persistent);
+    rt_gprog_free(&p);
+    free(buf);
+    s.launches[3].early = false;
 
     /* no images, a program of host segments alone */
     s.prog.n_images = 0;
@@ -294,8 +310,8 @@ UNIT_TEST(gprog_targeted_corruptions)
 
     /* launches */
     FRESH();
-    put(b + LAUNCH0, (uint32_t)-3, 4);
-    EXPECT_REJECT(b, n, "launch 0: segment -3");
+    put(b + LAUNCH0, (uint32_t)-5, 4);
+    EXPECT_REJECT(b, n, "launch 0: segment -5");
     FRESH();
     put(b + LAUNCH0 + 4, 0, 4);
     EXPECT_REJECT(b, n, "kernel 'k_0': grid of 0 blocks");

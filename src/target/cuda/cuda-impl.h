@@ -112,10 +112,11 @@ kiln_status cg_tmap_add(cg_emitter *e, const rt_gtmap *m, int *index);
 bool cg_tmap_space(const cg_emitter *e, const ir_value *v, int *space, uint64_t *offset);
 /* Appends the definition of kg_tmaps (when the program has tensor maps). */
 void cg_tmaps_define(const cg_emitter *e, base_str *s);
-/* Appends `extern "C" __global__ void <attributes> NAME(const kiln_gctx *c)\n{\n`:
- * __launch_bounds__(block[, min_blocks]) (min_blocks 0: none) and, for
- * cluster > 1, KG_CLUSTER(cluster). Every kernel kiln builds, tunes or
- * benchmarks opens so. */
+/* Appends `extern "C" __global__ void <attributes> NAME(const kiln_gctx *c)\n{\n`
+ * and the first statement, kg_grid_dep() (the wait that lets the runtime
+ * launch the kernel early: gprog.h): __launch_bounds__(block[, min_blocks])
+ * (min_blocks 0: none) and, for cluster > 1, KG_CLUSTER(cluster). Every
+ * kernel kiln builds, tunes or benchmarks opens so. */
 void cg_kernel_head(base_str *s, const char *name, int block, int min_blocks, int cluster);
 
 /* ---- what compiles, by group kind (emit_*.c) ------------------------------------ */

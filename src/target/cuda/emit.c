@@ -136,7 +136,7 @@ void cg_kernel_head(base_str *s, const char *name, int block, int min_blocks, in
     if (min_blocks > 0) base_str_printf(s, ", %d", min_blocks);
     base_str_cat(s, ")");
     if (cluster > 1) base_str_printf(s, " KG_CLUSTER(%d)", cluster);
-    base_str_printf(s, " %s(const kiln_gctx *c)\n{\n", name);
+    base_str_printf(s, " %s(const kiln_gctx *c)\n{\n    kg_grid_dep();\n", name);
 }
 
 const char *cg_load(const cg_emitter *e, const ir_value *v, const char *index, char *buf, size_t n)
@@ -471,6 +471,7 @@ static kiln_status add_launch(cg_emitter *e, program *pr, int segment, const cg_
         l->block = (unsigned)op->block;
         l->smem = (unsigned)op->smem_bytes;
         l->persistent = persistent;
+        l->early = true; /* cg_kernel_head begins every kernel with kg_grid_dep */
     }
     l->name = base_arena_strdup(&pr->names, name);
     l->label = base_arena_strdup(&pr->names, label);

@@ -40,6 +40,24 @@ typedef struct kiln_gctx {
 #define KG_CLUSTER(n)
 #endif
 
+/* The first statement of every kernel (cg_kernel_head). On sm_90 the
+ * runtime launches kernels as programmatic dependent launches (gprog.h,
+ * `early`): a kernel's blocks may be scheduled while the kernel before it
+ * still runs. griddepcontrol.wait holds them until every kernel before
+ * this one has completed and its writes are visible (at once when the
+ * launch was an ordinary one), so nothing is read or written early; then
+ * launch_dependents lets the next kernel's launch begin, which the driver
+ * does once every block of this one has got here or exited: the launch
+ * latency between kernels overlaps this kernel's work. The sm_80 image
+ * has neither (there the runtime launches kernels one after another). */
+static __device__ __forceinline__ void kg_grid_dep(void)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /* Dynamic shared memory of the rTask (its size is the launch's smem). */
 extern __shared__ __align__(16) unsigned char kg_smem[];
 
