@@ -13,7 +13,9 @@ For each model (random weights, seed 0, eval mode; nothing is downloaded):
      `kiln compile --target cuda --precision fp16 --schedule S [--tune]`, then
      `kiln bench --json --device-io` on the artifact (host clock around each
      run, which returns when the outputs are written; inputs and outputs stay
-     in device memory, as the peers' tensors do), then `kiln bench` with host
+     in device memory, as the peers' tensors do), for the kernels schedule
+     the same with KILN_EARLY_LAUNCH=0 (no programmatic dependent launches:
+     a note comparing the two), then `kiln bench` with host
      tensors (inputs uploaded and outputs downloaded every run: a note), and
      `kiln run` whose outputs must match PyTorch fp32 (TF32 off) within the
      fp16 tolerance of src/api/tolerance.c: |kiln - ref| <= 1e-3 + 1e-2 |ref|;
@@ -240,10 +242,13 @@ def kiln_env(a):
     return env
 
 
-def kiln(a, args, timeout=None):
-    """Runs kiln; (returncode, stdout, stderr). A time-out is returncode 124."""
+def kiln(a, args, timeout=None, env_extra=None):
+    """Runs kiln, with env_extra added to its environment; (returncode,
+    stdout, stderr). A time-out is returncode 124."""
+    env = kiln_env(a)
+    env.update(env_extra or {})
     try:
-        p = subprocess.run([a.kiln] + args, capture_output=True, text=True, env=kiln_env(a), timeout=timeout)
+        p = subprocess.run([a.kiln] + args, capture_output=True, text=True, env=env, timeout=timeout)
         return p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired as e:
         return 124, e.stdout or "", (e.stderr or "") + "\n(timed out after %s s)" % timeout
@@ -352,6 +357,22 @@ def bench_kiln(r, a, work, onnx_path, npz_path, outputs, refs):
         r["kiln_us"] = r["kiln_bench"]["median_ms"] * 1e3
         r["launches_note"] = "%d kernel launch(es) a run, from %d CUDA graph launch(es)" % (
             r["kiln_bench"].get("kernel_launches", 0), r["kiln_bench"].get("graph_launches", 0))
+        # early launches (programmatic dependent launch) against kernels in
+        # order: the same artifact, KILN_EARLY_LAUNCH=0, timed before and
+        # after a second timing with early launches (medians of each)
+        if r["schedule"] == "kernels":
+            ab = {"1": [r["kiln_us"]], "0": []}
+            for flag in ("0", "1", "0"):
+                rc, out, err = kiln(a, bench + ["--device-io"], timeout=a.kiln_timeout,
+                                    env_extra={"KILN_EARLY_LAUNCH": flag})
+                js = [ln for ln in out.splitlines() if ln.startswith("{")]
+                if rc == 0 and js:
+                    ab[flag].append(json.loads(js[-1])["median_ms"] * 1e3)
+            if len(ab["0"]) == 2 and len(ab["1"]) == 2:
+                early, order = min(ab["1"]), min(ab["0"])
+                r["early_note"] = "%.0f us with early launches (the table's figure: %.0f), %.0f us in order " \
+                                  "(KILN_EARLY_LAUNCH=0): %.1f%% less" % (early, r["kiln_us"], order,
+                                                                          100.0 * (order - early) / order)
         rc, out, err = kiln(a, bench, timeout=a.kiln_timeout)
         js = [ln for ln in out.splitlines() if ln.startswith("{")]
         if rc == 0 and js:
@@ -420,7 +441,7 @@ def print_table(results, a):
     for r in results:
         for key, what in (("kiln_note", "kiln"), ("kiln_rule", "kiln matched PyTorch"), ("graph_note", "CUDA graph"),
                           ("compile_note", "torch.compile"), ("schedule_note", "schedule"),
-                          ("launches_note", "runtime"), ("host_note", "kiln")):
+                          ("launches_note", "runtime"), ("early_note", "kiln"), ("host_note", "kiln")):
             if r.get(key):
                 notes.append("  %s [%s], %s: %s" % (r["model"], r["schedule"], what, r[key]))
         if r.get("compile_s") is not None:
