@@ -294,3 +294,20 @@ UNIT_TEST(tuner_without_device_chooses_heuristically)
     cg_tuner_close(NULL);
     base_diag_free(&d);
 }
+
+/* A key names its candidate list: the database stores winners by index. */
+UNIT_TEST(tune_key_names_the_candidate_list)
+{
+    const int a[3] = {1, 2, 4}, b[3] = {1, 4, 2};
+    char ka[128] = "attention mma f16", kb[128] = "attention mma f16", kc[128] = "attention mma f16";
+    cg_tune_key_cands(ka, sizeof(ka), a, sizeof(a));
+    cg_tune_key_cands(kb, sizeof(kb), b, sizeof(b));
+    cg_tune_key_cands(kc, sizeof(kc), a, sizeof(a));
+    UNIT_CHECK_STR_CONTAINS(ka, "attention mma f16 cands=");
+    UNIT_CHECK_EQ_INT((int)strlen(ka), (int)strlen("attention mma f16 cands=") + 8);
+    UNIT_CHECK(strcmp(ka, kb) != 0); /* another order: another key */
+    UNIT_CHECK(strcmp(ka, kc) == 0);
+    char small[20] = "attention mma f16";
+    cg_tune_key_cands(small, sizeof(small), a, sizeof(a)); /* cut, never overrun */
+    UNIT_CHECK_EQ_INT((int)strlen(small), 19);
+}

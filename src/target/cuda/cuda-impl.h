@@ -172,6 +172,11 @@ kiln_status cg_prelude(const cg_emitter *e, base_str *out);
 typedef kiln_status (*cg_emit_cand_fn)(cg_emitter *e, const sched_group *grp, int cand, cg_op *op);
 int cg_tune_choose(cg_emitter *e, const sched_group *grp, const char *key, int n_cands, int heuristic,
                    cg_emit_cand_fn emit_cand);
+/* Appends " cands=XXXXXXXX" to the key (of n bytes) for a candidate list
+ * whose identity is the bytes at list: the database stores a winner by
+ * its index in the list, so a list that changed since (a new table entry,
+ * candidates ordered by a revised cost model) must not find it. */
+void cg_tune_key_cands(char *key, size_t n, const void *list, size_t bytes);
 
 kiln_status cg_tuner_open(cg_emitter *e, const void *weights, cg_tuner **out, base_diag *d);
 void cg_tuner_close(cg_tuner *t);

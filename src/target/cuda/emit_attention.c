@@ -252,6 +252,7 @@ kiln_status cg_emit_attention(cg_emitter *e, const sched_group *grp, cg_op *op)
              pb.mma ? "mma" : "simt", st_code(cg_store(e, pb.at.q.v)), (long long)pb.batch, (long long)pb.heads,
              (long long)pb.sq, (long long)pb.sk, (long long)pb.d, (long long)pb.dv, pb.at.mask ? " mask" : "",
              pb.mma && !pb.k_rows ? " kt" : "");
+    cg_tune_key_cands(key, sizeof(key), warp_cands, (size_t)n_cands * sizeof(warp_cands[0]));
     int heuristic_index = 0;
     while (heuristic_index + 1 < n_cands && warp_cands[heuristic_index] != warps) heuristic_index++;
     int cand = n_cands > 1 ? cg_tune_choose(e, grp, key, n_cands, heuristic_index, emit_cand) : -1;

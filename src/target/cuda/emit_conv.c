@@ -673,6 +673,9 @@ kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op)
     if (cl.n > 1) {
         char key[512];
         tune_key(e, grp, &g, kind == CONV_TC, key, sizeof(key));
+        int ids[3 * MAX_CANDS]; /* what each candidate is: cl's order follows the cost model */
+        for (int i = 0; i < cl.n; i++) ids[3 * i] = cl.idx[i], ids[3 * i + 1] = cl.da[i], ids[3 * i + 2] = cl.sk[i];
+        cg_tune_key_cands(key, sizeof(key), ids, (size_t)cl.n * 3 * sizeof(int));
         int tuned = cg_tune_choose(e, grp, key, cl.n, 0, emit_conv_cand);
         if (tuned >= 0 && tuned < cl.n) cand = tuned;
     }

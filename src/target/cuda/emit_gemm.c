@@ -777,6 +777,7 @@ kiln_status cg_emit_gemm(cg_emitter *e, const sched_group *grp, cg_op *op)
                  (long long)g.k, (long long)g.n_batch, g.la, g.lb, kiln_dtype_name(g.sy),
                  g.ep.bias ? kiln_dtype_name(g.sbias) : "-", (long long)g.bias_rs, (long long)g.bias_cs,
                  g.ep.residual ? kiln_dtype_name(g.sres) : "-", (int)g.ep.act, block);
+        cg_tune_key_cands(key, sizeof(key), cands, (size_t)n * sizeof(cands[0]));
         int tuned = cg_tune_choose(e, grp, key, n, pick, emit_candidate);
         if (tuned >= 0 && tuned < n) pick = tuned;
     }

@@ -766,6 +766,14 @@ static int tune_key(cg_tuner *t, cg_emitter *e, const sched_group *grp, const ch
 
 /* ---- the API ------------------------------------------------------------------------------- */
 
+void cg_tune_key_cands(char *key, size_t n, const void *list, size_t bytes)
+{
+    size_t len = strlen(key);
+    if (len < n)
+        snprintf(key + len, n - len, " cands=%08llx",
+                 (unsigned long long)(base_hash_bytes(list, bytes, 0x63616e64) & 0xffffffffu));
+}
+
 int cg_tune_choose(cg_emitter *e, const sched_group *grp, const char *key, int n_cands, int heuristic,
                    cg_emit_cand_fn emit_cand)
 {
