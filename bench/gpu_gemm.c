@@ -1,8 +1,10 @@
 /*
  * gpu_gemm.c: the cuda target's GEMM templates (kernels/kg_gemm.cuh) on a
  * real GPU, candidate by candidate, on the shapes that matter: 8192^3 and
- * BERT-base's at batch 1 and 16 (seq 128), plus small shapes of every
- * operand layout, odd extents and dtype that check correctness only.
+ * BERT-base's at batch 1 and 16 (seq 128), two of them with the epilogue
+ * the model fuses (bias + GELU after FFN1, bias + residual after FFN2),
+ * plus small shapes of every operand layout, odd extents, dtype and
+ * epilogue that check correctness only.
  *
  *   make BUILD=build build/gpu_gemm
  *   build/gpu_gemm [--shapes NAME,...] [--heuristic-only] [--csv FILE] [--compile-only [--rank]] [--save DIR]
@@ -35,54 +37,58 @@
 #include <stdlib.h>
 #include <time.h>
 
+enum { EPI_NONE, EPI_BIAS_GELU, EPI_BIAS_RES };
+static const char *const epi_names[] = {"none", "bias_gelu", "bias_res"};
+
 typedef struct shape {
     const char *name;
     int64_t batch, m, n, k;
     int la, lb;        /* 0: K contiguous; 1: M / N contiguous */
     kiln_dtype dt;     /* storage of A, B and C */
-    bool bias_gelu;    /* epilogue: per-column bias, then GELU */
+    int epi;           /* epilogue: EPI_NONE, EPI_BIAS_GELU (per-column bias, GELU), EPI_BIAS_RES (bias, residual) */
     bool timed;        /* correctness only when false */
 } shape;
 
 /* The linear layers' weights are K-major (lb 0): the cuda target stores a
  * MatMul's weight transposed (emit.c, plan_kmajor_weights). */
 #define BERT(tag, m)                                                                                          \
-    {tag "_qkv", 1, m, 2304, 768, 0, 0, KILN_F16, false, true},                                               \
-        {tag "_attn_out", 1, m, 768, 768, 0, 0, KILN_F16, false, true},                                       \
-        {tag "_ffn1", 1, m, 3072, 768, 0, 0, KILN_F16, false, true},                                          \
-        {tag "_ffn2", 1, m, 768, 3072, 0, 0, KILN_F16, false, true},                                          \
-        {tag "_qk", (m) / 128 * 12, 128, 128, 64, 0, 1, KILN_F16, false, true},                               \
-        {tag "_pv", (m) / 128 * 12, 128, 64, 128, 0, 1, KILN_F16, false, true}
+    {tag "_qkv", 1, m, 2304, 768, 0, 0, KILN_F16, EPI_NONE, true},                                               \
+        {tag "_attn_out", 1, m, 768, 768, 0, 0, KILN_F16, EPI_NONE, true},                                       \
+        {tag "_ffn1", 1, m, 3072, 768, 0, 0, KILN_F16, EPI_NONE, true},                                          \
+        {tag "_ffn2", 1, m, 768, 3072, 0, 0, KILN_F16, EPI_NONE, true},                                          \
+        {tag "_qk", (m) / 128 * 12, 128, 128, 64, 0, 1, KILN_F16, EPI_NONE, true},                               \
+        {tag "_pv", (m) / 128 * 12, 128, 64, 128, 0, 1, KILN_F16, EPI_NONE, true}
 
 static const shape shapes[] = {
-    {"sq8192", 1, 8192, 8192, 8192, 0, 1, KILN_F16, false, true},
+    {"sq8192", 1, 8192, 8192, 8192, 0, 1, KILN_F16, EPI_NONE, true},
     BERT("bert1", 128),
     BERT("bert16", 2048),
-    {"bert16_ffn1_bias_gelu", 1, 2048, 3072, 768, 0, 0, KILN_F16, true, true},
-    {"bert16_ffn1_nmajor", 1, 2048, 3072, 768, 0, 1, KILN_F16, false, true}, /* B as ONNX stores it */
-    {"sq4096_bf16", 1, 4096, 4096, 4096, 0, 1, KILN_BF16, false, true},
-    {"sq2048_f32", 1, 2048, 2048, 2048, 0, 1, KILN_F32, false, true},
+    {"bert16_ffn1_bias_gelu", 1, 2048, 3072, 768, 0, 0, KILN_F16, EPI_BIAS_GELU, true},
+    {"bert16_ffn2_bias_res", 1, 2048, 768, 3072, 0, 0, KILN_F16, EPI_BIAS_RES, true}, /* BERT's FFN2 as the model has it */
+    {"bert16_ffn1_nmajor", 1, 2048, 3072, 768, 0, 1, KILN_F16, EPI_NONE, true}, /* B as ONNX stores it */
+    {"sq4096_bf16", 1, 4096, 4096, 4096, 0, 1, KILN_BF16, EPI_NONE, true},
+    {"sq2048_f32", 1, 2048, 2048, 2048, 0, 1, KILN_F32, EPI_NONE, true},
     /* correctness: every layout, edges of tiles and k-tiles */
-    {"chk_104x72x40_kk", 1, 104, 72, 40, 0, 0, KILN_F16, false, false},
-    {"chk_104x72x40_kn", 1, 104, 72, 40, 0, 1, KILN_F16, false, false},
-    {"chk_104x72x40_mk", 1, 104, 72, 40, 1, 0, KILN_F16, false, false},
-    {"chk_104x72x40_mn", 1, 104, 72, 40, 1, 1, KILN_F16, true, false},
-    {"chk_100x72x40_kn", 1, 100, 72, 40, 0, 1, KILN_F16, false, false},
-    {"chk_264x48x264_kn", 1, 264, 48, 264, 0, 1, KILN_F16, false, false},
-    {"chk_264x48x264_mk", 1, 264, 48, 264, 1, 0, KILN_BF16, true, false},
-    {"chk_b3_257x136x96_kn", 3, 257, 136, 96, 0, 1, KILN_F16, true, false},
-    {"chk_b3_264x136x96_mn", 3, 264, 136, 96, 1, 1, KILN_BF16, false, false},
-    {"chk_b3_100x72x1000_kn", 3, 100, 72, 1000, 0, 1, KILN_F16, true, false}, /* split-K, uneven splits */
-    {"chk_200x300x200_kk", 1, 200, 300, 200, 0, 0, KILN_F16, true, false},    /* widths 32..144, ragged */
-    {"chk_200x100x1000_kk", 1, 200, 100, 1000, 0, 0, KILN_BF16, true, false}, /* TMA split-K, ragged */
+    {"chk_104x72x40_kk", 1, 104, 72, 40, 0, 0, KILN_F16, EPI_NONE, false},
+    {"chk_104x72x40_kn", 1, 104, 72, 40, 0, 1, KILN_F16, EPI_NONE, false},
+    {"chk_104x72x40_mk", 1, 104, 72, 40, 1, 0, KILN_F16, EPI_NONE, false},
+    {"chk_104x72x40_mn", 1, 104, 72, 40, 1, 1, KILN_F16, EPI_BIAS_GELU, false},
+    {"chk_100x72x40_kn", 1, 100, 72, 40, 0, 1, KILN_F16, EPI_NONE, false},
+    {"chk_264x48x264_kn", 1, 264, 48, 264, 0, 1, KILN_F16, EPI_NONE, false},
+    {"chk_264x48x264_mk", 1, 264, 48, 264, 1, 0, KILN_BF16, EPI_BIAS_GELU, false},
+    {"chk_b3_257x136x96_kn", 3, 257, 136, 96, 0, 1, KILN_F16, EPI_BIAS_GELU, false},
+    {"chk_b3_264x136x96_mn", 3, 264, 136, 96, 1, 1, KILN_BF16, EPI_BIAS_RES, false},
+    {"chk_b3_100x72x1000_kn", 3, 100, 72, 1000, 0, 1, KILN_F16, EPI_BIAS_GELU, false}, /* split-K, uneven splits */
+    {"chk_200x300x200_kk", 1, 200, 300, 200, 0, 0, KILN_F16, EPI_BIAS_RES, false},    /* widths 32..144, ragged */
+    {"chk_200x100x1000_kk", 1, 200, 100, 1000, 0, 0, KILN_BF16, EPI_BIAS_GELU, false}, /* TMA split-K, ragged */
     /* kg_gemm_wgt_ws in clusters: every layout, ragged rows, columns and k */
-    {"chk_pair_264x256x200_mn", 1, 264, 256, 200, 1, 1, KILN_F16, true, false},
-    {"chk_pair_264x248x200_km", 1, 264, 248, 200, 0, 1, KILN_BF16, false, false},
-    {"chk_pair_200x384x136_mk", 1, 200, 384, 136, 1, 0, KILN_F16, false, false},
-    {"chk_odd_f16_37x45x29", 1, 37, 45, 29, 0, 1, KILN_F16, true, false},
-    {"chk_odd_f32_37x45x29_kk", 2, 37, 45, 29, 0, 0, KILN_F32, true, false},
-    {"chk_odd_f32_37x45x29_mn", 1, 37, 45, 29, 1, 1, KILN_F32, false, false},
-    {"chk_k0_16x24x0", 1, 16, 24, 0, 0, 1, KILN_F16, true, false},
+    {"chk_pair_264x256x200_mn", 1, 264, 256, 200, 1, 1, KILN_F16, EPI_BIAS_GELU, false},
+    {"chk_pair_264x248x200_km", 1, 264, 248, 200, 0, 1, KILN_BF16, EPI_BIAS_RES, false},
+    {"chk_pair_200x384x136_mk", 1, 200, 384, 136, 1, 0, KILN_F16, EPI_NONE, false},
+    {"chk_odd_f16_37x45x29", 1, 37, 45, 29, 0, 1, KILN_F16, EPI_BIAS_GELU, false},
+    {"chk_odd_f32_37x45x29_kk", 2, 37, 45, 29, 0, 0, KILN_F32, EPI_BIAS_GELU, false},
+    {"chk_odd_f32_37x45x29_mn", 1, 37, 45, 29, 1, 1, KILN_F32, EPI_BIAS_RES, false},
+    {"chk_k0_16x24x0", 1, 16, 24, 0, 0, 1, KILN_F16, EPI_BIAS_GELU, false},
 };
 
 #define N_SHAPES ((int)KILN_COUNT(shapes))
@@ -142,16 +148,14 @@ static void problem_of(const shape *s, gemm_problem *g)
     g->sbias = g->sres = s->dt;
     g->alpha = g->beta = 1.0f;
     g->ep.scale = 1.0f;
-    if (s->bias_gelu) {
-        g->ep.act = PASS_ACT_GELU;
-        g->bias_cs = 1;
-    }
+    if (s->epi != EPI_NONE) g->bias_cs = 1;
+    if (s->epi == EPI_BIAS_GELU) g->ep.act = PASS_ACT_GELU;
     g->tc = gemm_tc_ok(g);
 }
 
-/* Offsets in the device buffer: A, B, C, bias, each 256-byte aligned. */
+/* Offsets in the device buffer: A, B, C, bias, residual, each 256-byte aligned. */
 typedef struct layout {
-    size_t a, b, c, bias, total;
+    size_t a, b, c, bias, res, total;
 } layout;
 
 static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
@@ -164,7 +168,8 @@ static layout layout_of(const shape *s)
     l.b = align256(l.a + (size_t)(s->batch * s->m * s->k) * e + 16);
     l.c = align256(l.b + (size_t)(s->batch * s->k * s->n) * e + 16);
     l.bias = align256(l.c + (size_t)(s->batch * s->m * s->n) * e);
-    l.total = align256(l.bias + (size_t)s->n * e) + 256;
+    l.res = align256(l.bias + (size_t)s->n * e);
+    l.total = align256(l.res + (size_t)(s->batch * s->m * s->n) * e) + 256;
     return l;
 }
 
@@ -204,11 +209,12 @@ static char *source_of(const shape *s, const gemm_problem *g, const gemm_cfg *ca
     base_diag_free(&d);
     layout l = layout_of(s);
     const char *ty = cg_type(s->dt);
-    char pa[96], pb[96], pc[96], pbias[96];
+    char pa[96], pb[96], pc[96], pbias[96], pres[96];
     snprintf(pa, sizeof(pa), "((const %s *)(c->arena + %zu))", ty, l.a);
     snprintf(pb, sizeof(pb), "((const %s *)(c->arena + %zu))", ty, l.b);
     snprintf(pc, sizeof(pc), "((%s *)(c->arena + %zu))", ty, l.c);
     snprintf(pbias, sizeof(pbias), "((const %s *)(c->arena + %zu))", ty, l.bias);
+    snprintf(pres, sizeof(pres), "((const %s *)(c->arena + %zu))", ty, l.res);
     for (int i = 0; i < n; i++) {
         int64_t tiles = cdiv(g->m, cands[i].bm) * cdiv(g->n, cands[i].bn);
         base_str_printf(&src, "static __device__ void op_%d(const kiln_gctx *c, int t)\n{\n    kg_gemm_args g;\n", i);
@@ -224,7 +230,8 @@ static char *source_of(const shape *s, const gemm_problem *g, const gemm_cfg *ca
             tb = (*n_tmaps)++;
             gemm_tmaps(g, &cands[i], &tmaps[ta], &tmaps[tb]);
         }
-        emit_call(&src, g, &cands[i], pa, pb, pc, s->bias_gelu ? pbias : NULL, NULL, ta, tb);
+        emit_call(&src, g, &cands[i], pa, pb, pc, s->epi != EPI_NONE ? pbias : NULL, s->epi == EPI_BIAS_RES ? pres : NULL,
+                  ta, tb);
         /* two blocks: half the shared memory, and 128 registers a thread at 256 threads (bn/2 accumulators) */
         bool two = cfg_smem(&cands[i]) <= 113 * 1024 && (cfg_threads(&cands[i]) <= 128 || cands[i].bn <= 128);
         int min_blocks = min_blocks2 && two ? 2 : 1;
@@ -290,8 +297,8 @@ static void *compile_worker(void *arg)
 static double act_gelu(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
 
 /* The reference of C[b][i][j] from the host copies. */
-static double reference(const shape *s, const void *ha, const void *hb, const void *hbias, int64_t b, int64_t i,
-                        int64_t j)
+static double reference(const shape *s, const void *ha, const void *hb, const void *hbias, const void *hres,
+                        int64_t b, int64_t i, int64_t j)
 {
     double acc = 0;
     for (int64_t k = 0; k < s->k; k++) {
@@ -299,7 +306,8 @@ static double reference(const shape *s, const void *ha, const void *hb, const vo
         int64_t ib = b * s->k * s->n + (s->lb ? k * s->n + j : j * s->k + k);
         acc += (double)load_elem(ha, ia, s->dt) * (double)load_elem(hb, ib, s->dt);
     }
-    if (s->bias_gelu) acc = act_gelu(acc + load_elem(hbias, j, s->dt));
+    if (s->epi == EPI_BIAS_GELU) acc = act_gelu(acc + load_elem(hbias, j, s->dt));
+    if (s->epi == EPI_BIAS_RES) acc = acc + load_elem(hbias, j, s->dt) + load_elem(hres, (b * s->m + i) * s->n + j, s->dt);
     return acc;
 }
 
@@ -310,7 +318,8 @@ typedef struct checks {
     double *ref, rms;
 } checks;
 
-static bool checks_init(checks *c, const shape *s, const void *ha, const void *hb, const void *hbias)
+static bool checks_init(checks *c, const shape *s, const void *ha, const void *hb, const void *hbias,
+                        const void *hres)
 {
     int64_t total = s->batch * s->m * s->n;
     c->n = !s->timed || total <= 65536 ? total : N_SAMPLES + s->m + s->n;
@@ -333,7 +342,7 @@ static bool checks_init(checks *c, const shape *s, const void *ha, const void *h
     double ss = 0;
     for (int64_t t = 0; t < c->n; t++) {
         int64_t e = c->idx[t], b = e / (s->m * s->n), i = e / s->n % s->m, j = e % s->n;
-        c->ref[t] = reference(s, ha, hb, hbias, b, i, j);
+        c->ref[t] = reference(s, ha, hb, hbias, hres, b, i, j);
         ss += c->ref[t] * c->ref[t];
     }
     c->rms = sqrt(ss / (double)(c->n ? c->n : 1)) + 1e-30;
@@ -457,6 +466,7 @@ static void run_shape(device *dv, job *j, bool heuristic_only, FILE *csv, base_d
     for (int64_t i = 0; i < na; i++) store_elem(hbase + l.a, i, rnd(), s->dt);
     for (int64_t i = 0; i < nb; i++) store_elem(hbase + l.b, i, rnd(), s->dt);
     for (int64_t i = 0; i < s->n; i++) store_elem(hbase + l.bias, i, rnd(), s->dt);
+    for (int64_t i = 0; s->epi == EPI_BIAS_RES && i < nc; i++) store_elem(hbase + l.res, i, rnd(), s->dt);
     kiln_status st = rt_cuda_alloc(l.total, &buf, d);
     if (st == KILN_OK) st = rt_cuda_alloc(64, &gctx, d);
     if (st == KILN_OK) st = rt_cuda_copy_to_device(buf, host, l.total, d);
@@ -473,7 +483,7 @@ static void run_shape(device *dv, job *j, bool heuristic_only, FILE *csv, base_d
         n_failed++;
         goto done;
     }
-    if (!checks_init(&chk, s, hbase + l.a, hbase + l.b, hbase + l.bias)) {
+    if (!checks_init(&chk, s, hbase + l.a, hbase + l.b, hbase + l.bias, hbase + l.res)) {
         printf("FAIL %s: out of host memory\n", s->name);
         n_failed++;
         goto done;
@@ -560,10 +570,10 @@ static void run_shape(device *dv, job *j, bool heuristic_only, FILE *csv, base_d
         printf("  => heuristic %s: %.2f us (%.1f TFLOP/s); best %s: %.2f us (%.1f TFLOP/s)\n", hn, heur_us,
                flop / heur_us * 1e-6, bn, best_us, flop / best_us * 1e-6);
         printf("RESULT {\"name\": \"%s\", \"batch\": %lld, \"m\": %lld, \"n\": %lld, \"k\": %lld, \"la\": %d, \"lb\": %d, "
-               "\"dtype\": \"%s\", \"bias_gelu\": %s, \"heuristic_us\": %.4f, \"best_us\": %.4f, \"heuristic\": \"%s\", "
+               "\"dtype\": \"%s\", \"epilogue\": \"%s\", \"heuristic_us\": %.4f, \"best_us\": %.4f, \"heuristic\": \"%s\", "
                "\"best\": \"%s\", \"heuristic_err\": %.3e}\n",
                s->name, (long long)s->batch, (long long)s->m, (long long)s->n, (long long)s->k, s->la, s->lb,
-               kiln_dtype_name(s->dt), s->bias_gelu ? "true" : "false", heur_us, best_us, hn, bn, heur_err);
+               kiln_dtype_name(s->dt), epi_names[s->epi], heur_us, best_us, hn, bn, heur_err);
     }
     fflush(stdout);
 done:

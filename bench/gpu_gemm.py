@@ -9,8 +9,9 @@ shape, checked against a host reference and timed), reads its RESULT lines,
 then times torch.matmul on the same shapes the same way: a CUDA graph of
 repeated launches between events, median of 5 replays, inputs uniform in
 [-1, 1). fp16 and bf16 shapes compare with cuBLAS in that dtype; the float32
-one with cuBLAS SGEMM (TF32 off). The bias+GELU shape compares with
-torch.matmul alone, so its ratio shows what the fused epilogue costs.
+one with cuBLAS SGEMM (TF32 off). The epilogue shapes (bias + GELU,
+bias + residual) compare with torch.matmul alone, so their ratios show
+what the fused epilogue costs.
 Prints a table: TFLOP/s of kiln's heuristic choice, of the fastest candidate
 (what --tune finds), of cuBLAS, and the ratios kiln / cuBLAS.
 """
