@@ -238,6 +238,12 @@ static const char bench_help[] =
     "  --device-io      cuda: inputs uploaded once and outputs left in device memory, as a\n"
     "                   framework's tensors are (kiln_rt_run_device): the latency without\n"
     "                   the host copies\n"
+    "\n"
+    "ENVIRONMENT (cuda)\n"
+    "  KILN_DEVICE=N        the GPU to run on (default 0)\n"
+    "  KILN_EARLY_LAUNCH=0  on sm_90, launch kernels one after another instead of early\n"
+    "                       (programmatic dependent launch: a kernel's blocks start while the\n"
+    "                       previous kernel runs), to measure what early launches gain\n"
     "\n";
 
 static const char verify_help[] =
