@@ -52,11 +52,11 @@ typedef struct shape {
 /* The linear layers' weights are K-major (lb 0): the cuda target stores a
  * MatMul's weight transposed (emit.c, plan_kmajor_weights). */
 #define BERT(tag, m)                                                                                          \
-    {tag "_qkv", 1, m, 2304, 768, 0, 0, KILN_F16, EPI_NONE, true},                                               \
-        {tag "_attn_out", 1, m, 768, 768, 0, 0, KILN_F16, EPI_NONE, true},                                       \
-        {tag "_ffn1", 1, m, 3072, 768, 0, 0, KILN_F16, EPI_NONE, true},                                          \
-        {tag "_ffn2", 1, m, 768, 3072, 0, 0, KILN_F16, EPI_NONE, true},                                          \
-        {tag "_qk", (m) / 128 * 12, 128, 128, 64, 0, 1, KILN_F16, EPI_NONE, true},                               \
+    {tag "_qkv", 1, m, 2304, 768, 0, 0, KILN_F16, EPI_NONE, true},                                            \
+        {tag "_attn_out", 1, m, 768, 768, 0, 0, KILN_F16, EPI_NONE, true},                                    \
+        {tag "_ffn1", 1, m, 3072, 768, 0, 0, KILN_F16, EPI_NONE, true},                                       \
+        {tag "_ffn2", 1, m, 768, 3072, 0, 0, KILN_F16, EPI_NONE, true},                                       \
+        {tag "_qk", (m) / 128 * 12, 128, 128, 64, 0, 1, KILN_F16, EPI_NONE, true},                            \
         {tag "_pv", (m) / 128 * 12, 128, 64, 128, 0, 1, KILN_F16, EPI_NONE, true}
 
 static const shape shapes[] = {
@@ -64,7 +64,8 @@ static const shape shapes[] = {
     BERT("bert1", 128),
     BERT("bert16", 2048),
     {"bert16_ffn1_bias_gelu", 1, 2048, 3072, 768, 0, 0, KILN_F16, EPI_BIAS_GELU, true},
-    {"bert16_ffn2_bias_res", 1, 2048, 768, 3072, 0, 0, KILN_F16, EPI_BIAS_RES, true}, /* BERT's FFN2 as the model has it */
+    /* BERT's FFN2 as the model has it */
+    {"bert16_ffn2_bias_res", 1, 2048, 768, 3072, 0, 0, KILN_F16, EPI_BIAS_RES, true},
     {"bert16_ffn1_nmajor", 1, 2048, 3072, 768, 0, 1, KILN_F16, EPI_NONE, true}, /* B as ONNX stores it */
     {"sq4096_bf16", 1, 4096, 4096, 4096, 0, 1, KILN_BF16, EPI_NONE, true},
     {"sq2048_f32", 1, 2048, 2048, 2048, 0, 1, KILN_F32, EPI_NONE, true},
@@ -230,8 +231,8 @@ static char *source_of(const shape *s, const gemm_problem *g, const gemm_cfg *ca
             tb = (*n_tmaps)++;
             gemm_tmaps(g, &cands[i], &tmaps[ta], &tmaps[tb]);
         }
-        emit_call(&src, g, &cands[i], pa, pb, pc, s->epi != EPI_NONE ? pbias : NULL, s->epi == EPI_BIAS_RES ? pres : NULL,
-                  ta, tb);
+        emit_call(&src, g, &cands[i], pa, pb, pc, s->epi != EPI_NONE ? pbias : NULL,
+                  s->epi == EPI_BIAS_RES ? pres : NULL, ta, tb);
         /* two blocks: half the shared memory, and 128 registers a thread at 256 threads (bn/2 accumulators) */
         bool two = cfg_smem(&cands[i]) <= 113 * 1024 && (cfg_threads(&cands[i]) <= 128 || cands[i].bn <= 128);
         int min_blocks = min_blocks2 && two ? 2 : 1;
@@ -307,7 +308,8 @@ static double reference(const shape *s, const void *ha, const void *hb, const vo
         acc += (double)load_elem(ha, ia, s->dt) * (double)load_elem(hb, ib, s->dt);
     }
     if (s->epi == EPI_BIAS_GELU) acc = act_gelu(acc + load_elem(hbias, j, s->dt));
-    if (s->epi == EPI_BIAS_RES) acc = acc + load_elem(hbias, j, s->dt) + load_elem(hres, (b * s->m + i) * s->n + j, s->dt);
+    if (s->epi == EPI_BIAS_RES)
+        acc = acc + load_elem(hbias, j, s->dt) + load_elem(hres, (b * s->m + i) * s->n + j, s->dt);
     return acc;
 }
 

@@ -82,7 +82,6 @@ struct rt_gpu {
     uint8_t *host_weights;     /* the weights segments read (others left zero); NULL when none do */
     uint8_t **host_io;         /* per io tensor a segment binds: its mirror */
 
-    bool early;                /* launch kernels marked early as programmatic dependent launches */
     bool profiling;
     CUevent *events;           /* 2 per launch (before, after); NULL for segments */
     double *prof_s;            /* per launch: seconds summed over profiled runs */
@@ -247,7 +246,7 @@ static kiln_status launch_kernel(rt_gpu *g, int k, base_diag *d)
     base_diag sub;
     base_diag_init(&sub);
     /* profiled launches go one after another, so that each one's time is its own */
-    bool early = g->early && l->early && !g->profiling;
+    bool early = l->early && !g->profiling;
     kiln_status st = rt_cuda_launch_ex(g->fns[k], l->grid, l->block, l->smem, g->stream, args, early, &sub);
     if (st != KILN_OK)
         st = base_diag_add(d, st, "launch %d ('%s', kernel %s): %s", k, l->label, l->name, base_diag_text(&sub));
@@ -669,7 +668,10 @@ static bool spreads_early(CUfunction fn, const rt_glaunch *l, int n_sms)
     return per_sm == 1 || (int64_t)l->grid >= (int64_t)per_sm * n_sms;
 }
 
-static kiln_status load_module(rt_gpu *g, const rt_gimage *im, int n_sms, base_diag *d)
+/* Loads image im and each launch's kernel. early: launches marked early
+ * may go early on this device (load_module keeps the mark only where
+ * spreads_early allows). */
+static kiln_status load_module(rt_gpu *g, const rt_gimage *im, int n_sms, bool early, base_diag *d)
 {
     /* the driver reads the ELF in place: give it an aligned copy when the
      * artifact's buffer puts it at an odd address */
@@ -701,7 +703,7 @@ static kiln_status load_module(rt_gpu *g, const rt_gimage *im, int n_sms, base_d
         if (st == KILN_OK && l->smem > SMEM_DEFAULT_BYTES)
             st = rt_cuda_function_set_smem(g->fns[k], (int)g->prog.max_smem, &sub);
         if (st == KILN_OK && l->persistent) st = size_persistent(g->fns[k], &g->prog.launches[k], n_sms, &sub);
-        if (st == KILN_OK && l->early) g->prog.launches[k].early = spreads_early(g->fns[k], l, n_sms);
+        if (st == KILN_OK && l->early) g->prog.launches[k].early = early && spreads_early(g->fns[k], l, n_sms);
         if (st != KILN_OK)
             st = base_diag_add(d, st == KILN_ERR_INVALID_ARG ? KILN_ERR_INVALID_MODEL : st,
                                "the artifact's cuda program, launch %d ('%s'): %s", k, l->label,
@@ -806,11 +808,10 @@ kiln_status rt_gpu_load(const rt_artifact *art, const rt_segment *segs, rt_gpu *
     const rt_gimage *image = NULL;
     KILN_TRY(open_device(g, &info, &image, d));
     KILN_TRY(rt_cuda_stream_create(&g->stream, d));
-    if (image) KILN_TRY(load_module(g, image, info.n_sms, d));
     /* early launches from sm_90 on (the sm_80 image's kernels do not wait);
      * KILN_EARLY_LAUNCH=0 turns them off (for comparison) */
     const char *early = getenv("KILN_EARLY_LAUNCH");
-    g->early = image && image->sm >= 90 && !(early && strcmp(early, "0") == 0);
+    if (image) KILN_TRY(load_module(g, image, info.n_sms, image->sm >= 90 && !(early && strcmp(early, "0") == 0), d));
     KILN_TRY(alloc_device(g, d));
     /* the tensor maps hold the arena's and weights' addresses; only the
      * sm_90a image's kernels read them */
