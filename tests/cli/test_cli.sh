@@ -201,6 +201,31 @@ PY
     expect cuda_cluster_not_mono 0 "gemm, no cluster" -- sh -c "out=\$('$kiln' inspect '$tmp/ffn2.onnx' --schedule mono \
         --precision fp16) && printf '%s' \"\$out\" | grep -q '\[kg_gemm' && ! printf '%s' \"\$out\" | grep -q 'cluster of' \
         && echo 'gemm, no cluster'"
+
+    # BERT's query, key and value at batch 16: three 2048 x 768 x 768 products
+    # of one A in one wave choose their tiles together (192 x 192: 3 x 44
+    # tiles, one wave of 132), not each alone (128 x 96: 3 x 128 tiles); a
+    # product whose A differs does not join them
+    python3 - "$tmp/qkv.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+nodes, inits, outs = [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Sigmoid", ["x"], ["s"])], [], []
+for name, src in (("q", "h"), ("k", "h"), ("v", "h"), ("o", "s")):
+    inits += [numpy_helper.from_array(0.05 * rng.standard_normal((768, 768)).astype(np.float32), name + "_w"),
+              numpy_helper.from_array(rng.standard_normal(768).astype(np.float32), name + "_b")]
+    nodes += [helper.make_node("MatMul", [src, name + "_w"], [name + "_m"]),
+              helper.make_node("Add", [name + "_m", name + "_b"], [name])]
+    outs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, [2048, 768]))
+g = helper.make_graph(nodes, "qkv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2048, 768])], outs, inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_shared_products 0 "3" -- sh -c "'$kiln' inspect '$tmp/qkv.onnx' --schedule kernels --precision fp16 \
+        | grep -c ' 44 rTasks.*kg_gemm_wgt 192x192x64'"
+    expect cuda_shared_products_alone 0 "1" -- sh -c "'$kiln' inspect '$tmp/qkv.onnx' --schedule kernels \
+        --precision fp16 | grep -c '128 rTasks.*kg_gemm_wgt 128x96x64'"
 fi
 
 echo "cli: $passed passed, $failed failed"

@@ -65,11 +65,19 @@ typedef struct cg_emitter {
      * size; one that cannot keeps its own size and the kernel ends there
      * (emit.c). Tuning keys name it, since it narrows the candidates. */
     int want_block;
+    /* per group id: how many identical products (its own included) run side
+     * by side with a GEMM group's, or NULL (emit.c, plan_gemm_share) */
+    int *gemm_share;
+    int tune_share;          /* while tuning a group: copies of its rTasks a timed launch runs (1: one) */
     int need[32];            /* cg_kernel_sources indices the program includes, in order */
     int n_need;
     rt_gtmap *tmaps;         /* the tensor maps kg_tmaps[] holds (runtime/gprog.h), in order */
     int n_tmaps, cap_tmaps;
 } cg_emitter;
+
+/* Whether GEMM groups a and b are the same product (one tuning key) of
+ * the same A: BERT's query, key and value (emit_gemm.c). */
+bool cg_gemm_siblings(cg_emitter *e, const sched_group *a, const sched_group *b);
 
 /* ---- helpers (emit.c) --------------------------------------------------------- */
 

@@ -534,6 +534,35 @@ static int mono_block(const sched_program *p)
     return convs > others ? 256 : 128;
 }
 
+/* e->gemm_share: for each GEMM group, how many identical products of the
+ * same A (cg_gemm_siblings) follow one another in the program, mutually
+ * independent, its own included: they share a wave (or a stage of a
+ * persistent kernel), so cg_emit_gemm chooses their tiles together (BERT's
+ * query, key and value). At most WAVE_MAX; alias groups in between emit
+ * nothing and do not count. */
+static kiln_status plan_gemm_share(cg_emitter *e)
+{
+    const sched_program *p = e->p;
+    e->gemm_share = base_calloc((size_t)p->n_groups + 1, sizeof(int));
+    if (!e->gemm_share) return base_diag_add(e->d, KILN_ERR_OOM, "out of memory planning products");
+    for (int s = 0; s < p->n_groups; s++) {
+        const sched_group *first = p->groups[s];
+        if (first->kind != SCHED_GROUP_GEMM || e->gemm_share[first->id]) continue;
+        const sched_group *run[WAVE_MAX] = {first};
+        int n = 1;
+        for (int t = s + 1; t < p->n_groups && n < WAVE_MAX; t++) {
+            const sched_group *x = p->groups[t];
+            if (x->kind == SCHED_GROUP_ALIAS) continue;
+            bool sibling = cg_gemm_siblings(e, first, x);
+            for (int k = 0; sibling && k < n; k++) sibling = !sched_group_depends(e->g, p, run[k], x);
+            if (!sibling) break;
+            run[n++] = x;
+        }
+        for (int k = 0; k < n; k++) e->gemm_share[run[k]->id] = n;
+    }
+    return KILN_OK;
+}
+
 typedef struct member {
     const sched_group *grp;
     cg_op op;
@@ -941,6 +970,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     if (st == KILN_OK) st = plan_storage(&e);
     if (st == KILN_OK) st = plan_kmajor_weights(&e);
     if (st == KILN_OK) st = convert_weights(&e, out);
+    if (st == KILN_OK) st = plan_gemm_share(&e);
     if (st == KILN_OK && o->tune)
         st = cg_tuner_open(&e, out->weights ? out->weights : o->weights, &e.tuner, d);
     int want_block = 0, per_sm = 0;
@@ -1019,6 +1049,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     if (e.tuner) cg_tuner_close(e.tuner);
     base_free(e.store);
     base_free(e.kmajor);
+    base_free(e.gemm_share);
     base_free(e.tmaps);
     base_free(pr.launches);
     base_free(b.m);

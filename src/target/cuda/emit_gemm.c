@@ -426,18 +426,21 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *o
 }
 
 /* gemm_candidates narrowed to those of want_block threads (0: every size),
- * in the same order. When none is left (a small problem whose fitting
- * tiles are all narrower), the tiles of that many threads the problem
- * allows at all, larger than it or not: idle threads cost less than a
- * kernel of its own under --schedule=mono. Else all of them. */
-static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_block, gemm_cfg *out)
+ * in the same order, and without clusters when the rOperator shares its
+ * kernel: in a persistent one (want_block) or beside share - 1 identical
+ * products (plan_gemm_share; a clustered rOperator is a kernel of its own).
+ * When none is left (a small problem whose fitting tiles are all
+ * narrower), the tiles of that many threads the problem allows at all,
+ * larger than it or not: idle threads cost less than a kernel of its own
+ * under --schedule=mono. Else all of them. */
+static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_block, int share, gemm_cfg *out)
 {
     int n = gemm_candidates(g, gpu, out), kept = 0;
-    if (!want_block) return n;
-    /* a persistent kernel's blocks are not in clusters */
+    if (!want_block && share < 2) return n;
     for (int i = 0; i < n; i++)
-        if (cfg_threads(&out[i]) == want_block && out[i].cn < 2) out[kept++] = out[i];
+        if ((!want_block || cfg_threads(&out[i]) == want_block) && out[i].cn < 2) out[kept++] = out[i];
     if (kept > 0) return kept;
+    if (!want_block) return gemm_candidates(g, gpu, out); /* only clusters fit: share nothing */
     const gemm_cfg *tables[2] = {simt_table, NULL};
     int sizes[2] = {(int)KILN_COUNT(simt_table), 0};
     if (g->tc) {
@@ -749,36 +752,86 @@ static kiln_status emit_empty(cg_emitter *e, const sched_group *grp, cg_op *op)
     return KILN_OK;
 }
 
+/* How many identical products run beside each other with grp's, its own
+ * included (plan_gemm_share in emit.c; 1 when not planned). */
+static int gemm_share(const cg_emitter *e, const sched_group *grp)
+{
+    return e->gemm_share && e->gemm_share[grp->id] > 1 ? e->gemm_share[grp->id] : 1;
+}
+
 static kiln_status emit_candidate(cg_emitter *e, const sched_group *grp, int cand, cg_op *op)
 {
     gemm_problem g;
     gemm_cfg cands[MAX_CANDS];
     KILN_TRY(gemm_analyse(e, grp, &g));
-    int n = sized_candidates(&g, &e->gpu, e->want_block, cands);
+    int n = sized_candidates(&g, &e->gpu, e->want_block, gemm_share(e, grp), cands);
     if (cand < 0 || cand >= n)
         return base_diag_add(e->d, KILN_ERR_INTERNAL, "group '%s': no GEMM candidate %d (of %d)", grp->name, cand, n);
     return emit_op(e, grp, &g, &cands[cand], op);
 }
 
+/* What identifies g's work for tuning ("gemm tc f16.f16 m=2048 n=768
+ * ..."), with the persistent kernel's block size and the identical
+ * products beside it when there are (they narrow the candidates and
+ * change the winner). */
+static void gemm_key(const gemm_problem *g, int want_block, int share, char *key, size_t n)
+{
+    char block[32] = "", beside[32] = "";
+    if (want_block) snprintf(block, sizeof(block), " block=%d", want_block);
+    if (share > 1) snprintf(beside, sizeof(beside), " share=%d", share);
+    snprintf(key, n,
+             "gemm %s %s.%s m=%lld n=%lld k=%lld batch=%lld la=%d lb=%d out=%s bias=%s/%lld/%lld res=%s act=%d%s%s",
+             g->tc ? "tc" : "simt", kiln_dtype_name(g->sa), kiln_dtype_name(g->sb), (long long)g->m, (long long)g->n,
+             (long long)g->k, (long long)g->n_batch, g->la, g->lb, kiln_dtype_name(g->sy),
+             g->ep.bias ? kiln_dtype_name(g->sbias) : "-", (long long)g->bias_rs, (long long)g->bias_cs,
+             g->ep.residual ? kiln_dtype_name(g->sres) : "-", (int)g->ep.act, block, beside);
+}
+
+bool cg_gemm_siblings(cg_emitter *e, const sched_group *a, const sched_group *b)
+{
+    if (a->kind != SCHED_GROUP_GEMM || b->kind != SCHED_GROUP_GEMM || !a->n_nodes || !b->n_nodes) return false;
+    base_diag *saved = e->d, scratch;
+    base_diag_init(&scratch);
+    e->d = &scratch; /* a group the analysis refuses is nobody's sibling; its error comes when it is emitted */
+    gemm_problem x, y;
+    bool same = gemm_analyse(e, a, &x) == KILN_OK && gemm_analyse(e, b, &y) == KILN_OK && x.a == y.a &&
+                ir_numel(&x.y->t) > 0 && x.tma == y.tma;
+    e->d = saved;
+    base_diag_free(&scratch);
+    char kx[512], ky[512];
+    if (same) {
+        gemm_key(&x, 0, 1, kx, sizeof(kx));
+        gemm_key(&y, 0, 1, ky, sizeof(ky));
+    }
+    return same && strcmp(kx, ky) == 0;
+}
+
+/* The configuration: the tuning database's or the tuner's choice, else the
+ * cost model's. Beside share - 1 identical products (one wave, or one
+ * stage of a persistent kernel), the tiles of all of them share the
+ * multiprocessors: the cost model prices the lot (share times the batch),
+ * and the tuner times share copies of the rTasks in one launch. BERT-base
+ * at batch 16: query, key and value each alone pick 128 x 96 tiles (128
+ * per product), together 192 x 192 (44 each: one wave of 132), as the
+ * fused 2048 x 2304 product does. */
 kiln_status cg_emit_gemm(cg_emitter *e, const sched_group *grp, cg_op *op)
 {
     gemm_problem g;
     gemm_cfg cands[MAX_CANDS];
     KILN_TRY(gemm_analyse(e, grp, &g));
     if (ir_numel(&g.y->t) == 0) return emit_empty(e, grp, op);
-    int n = sized_candidates(&g, &e->gpu, e->want_block, cands);
-    int pick = gemm_heuristic(&g, cands, n, &e->gpu);
+    int share = gemm_share(e, grp);
+    int n = sized_candidates(&g, &e->gpu, e->want_block, share, cands);
+    gemm_problem all = g;
+    all.n_batch *= share;
+    int pick = gemm_heuristic(&all, cands, n, &e->gpu);
     if (n > 1) {
-        char key[512], block[32] = "";
-        if (e->want_block) snprintf(block, sizeof(block), " block=%d", e->want_block);
-        snprintf(key, sizeof(key),
-                 "gemm %s %s.%s m=%lld n=%lld k=%lld batch=%lld la=%d lb=%d out=%s bias=%s/%lld/%lld res=%s act=%d%s",
-                 g.tc ? "tc" : "simt", kiln_dtype_name(g.sa), kiln_dtype_name(g.sb), (long long)g.m, (long long)g.n,
-                 (long long)g.k, (long long)g.n_batch, g.la, g.lb, kiln_dtype_name(g.sy),
-                 g.ep.bias ? kiln_dtype_name(g.sbias) : "-", (long long)g.bias_rs, (long long)g.bias_cs,
-                 g.ep.residual ? kiln_dtype_name(g.sres) : "-", (int)g.ep.act, block);
+        char key[512];
+        gemm_key(&g, e->want_block, share, key, sizeof(key));
         cg_tune_key_cands(key, sizeof(key), cands, (size_t)n * sizeof(cands[0]));
+        e->tune_share = share;
         int tuned = cg_tune_choose(e, grp, key, n, pick, emit_candidate);
+        e->tune_share = 1;
         if (tuned >= 0 && tuned < n) pick = tuned;
     }
     return emit_op(e, grp, &g, &cands[pick], op);
