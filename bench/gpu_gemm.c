@@ -8,7 +8,7 @@
  *
  *   make BUILD=build build/gpu_gemm
  *   build/gpu_gemm [--shapes NAME,...] [--heuristic-only] [--csv FILE] [--compile-only [--rank]] [--save DIR]
- *                  [--min-blocks2] [--define NAME=VALUE,...]
+ *                  [--min-blocks2] [--define NAME=VALUE,...] [--cands NAME;...]
  *
  * For each shape it builds every configuration emit_gemm.c offers (this
  * file includes emit_gemm.c: the same candidate table, cost model and
@@ -22,6 +22,8 @@
  * --min-blocks2 compiles configurations of at most 113 KB of shared memory
  * with __launch_bounds__(threads, 2) (emit.c's kernels have no minimum).
  * --define puts #defines before the templates (variants they select).
+ * --cands "wgt 128x96x64 st8 ws1;..." runs only the candidates so named
+ * (one kernel each under ncu).
  * --save DIR writes each shape's program and cubin there (DIR/NAME.cu,
  * DIR/NAME.cubin) for cuobjdump. --compile-only needs no GPU: it builds every program for sm_90a (an
  * H100 with 132 SMs stands in for the device) and stops; with --rank it also lists each shape's candidates
@@ -187,6 +189,7 @@ static void problem_tma(const shape *s, gemm_problem *g)
 /* One CUDA file with every candidate of s: op_i and kernel k_i. */
 static bool min_blocks2; /* --min-blocks2: __launch_bounds__(threads, 2) where two blocks fit by shared memory */
 static const char *defines; /* --define NAME=VALUE[,NAME=VALUE...]: #defines before the prelude (template variants) */
+static const char *only_cands; /* --cands NAME;NAME...: time only these candidates (cfg_name) */
 
 static char *source_of(const shape *s, const gemm_problem *g, const gemm_cfg *cands, int n, rt_gtmap *tmaps,
                        int *n_tmaps)
@@ -441,6 +444,20 @@ static void print_ranking(const job *j)
     }
 }
 
+/* Whether `name` is one of the ';'-separated names in `list`. */
+static bool name_listed(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ';');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return true;
+        if (!e) break;
+        p = e + 1;
+    }
+    return false;
+}
+
 static void run_shape(device *dv, job *j, bool heuristic_only, FILE *csv, base_diag *d)
 {
     const shape *s = j->s;
@@ -502,6 +519,7 @@ static void run_shape(device *dv, job *j, bool heuristic_only, FILE *csv, base_d
         char name[16], cn[64];
         snprintf(name, sizeof(name), "k_%d", i);
         cfg_name(c, cn, sizeof(cn));
+        if (only_cands && !name_listed(only_cands, cn)) continue;
         CUfunction fn;
         unsigned grid = (unsigned)KILN_MIN(cfg_rtasks(&j->g, c), 1 << 20), block = (unsigned)cfg_threads(c),
                  smem = (unsigned)cfg_smem(c);
@@ -601,9 +619,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--save") && i + 1 < argc) save = argv[++i];
         else if (!strcmp(argv[i], "--min-blocks2")) min_blocks2 = true;
         else if (!strcmp(argv[i], "--define") && i + 1 < argc) defines = argv[++i];
+        else if (!strcmp(argv[i], "--cands") && i + 1 < argc) only_cands = argv[++i];
         else {
             fprintf(stderr, "usage: gpu_gemm [--shapes NAME,...] [--heuristic-only] [--csv FILE] [--compile-only [--rank]] "
-                            "[--save DIR] [--min-blocks2]\n");
+                            "[--save DIR] [--min-blocks2] [--define NAME=VALUE,...] [--cands NAME;...]\n");
             return 1;
         }
     }
