@@ -186,6 +186,12 @@ static const char compile_help[] =
     "  --threads N        worker threads the program is tiled for (default 1)\n"
     "  --emit-source DIR  also write the generated source (C, or CUDA as model.cu) to DIR\n"
     "  --shape NAME=DIMS  bind a symbolic input dimension\n"
+    "\n"
+    "ENVIRONMENT (cuda)\n"
+    "  KILN_TUNING_DB=FILE    the tuning database when --tuning-db is not given\n"
+    "  KILN_GEMM_CLUSTERS=1   let the cost model put GEMM tiles in clusters of two blocks\n"
+    "                         that share A (Hopper; without it only --tune picks them:\n"
+    "                         they measured slower on an H100, about even on an H200)\n"
     "\n";
 
 static const char tune_help[] =

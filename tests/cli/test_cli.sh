@@ -178,7 +178,8 @@ PY
     expect cuda_weight_fp32_kept 1 "0" -- grep -c "B stored transposed" "$tmp/wsrc32/model.cu"
 
     # BERT's second feed-forward product at batch 16 (2048 x 768 x 3072): the
-    # cost model puts it in clusters of two blocks that share A, a kernel of
+    # cost model gives its 128 x 96 tiles a producer warp, alone; with
+    # KILN_GEMM_CLUSTERS=1, clusters of two blocks that share A, a kernel of
     # its own launched in clusters (both images compile: sm_80 without them)
     python3 - "$tmp/ffn2.onnx" <<'PY'
 import sys
@@ -191,14 +192,17 @@ g = helper.make_graph([helper.make_node("Relu", ["x"], ["h"]), helper.make_node(
                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2048, 768])], [w])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
 PY
-    expect cuda_compile_cluster 0 "stages" -- "$kiln" compile "$tmp/ffn2.onnx" -o "$tmp/ffn2.kiln" \
+    expect cuda_ffn2_producer_warp 0 "producer warp, alone" -- sh -c "out=\$('$kiln' inspect '$tmp/ffn2.onnx' \
+        --schedule kernels --precision fp16) && printf '%s' \"\$out\" | grep -q 'kg_gemm_wgt_ws 128x96x64.*producer warp' \
+        && ! printf '%s' \"\$out\" | grep -q 'cluster of' && echo 'producer warp, alone'"
+    expect cuda_compile_cluster 0 "stages" -- env KILN_GEMM_CLUSTERS=1 "$kiln" compile "$tmp/ffn2.onnx" -o "$tmp/ffn2.kiln" \
         --target cuda --precision fp16 --emit-source "$tmp/csrc"
     expect cuda_cluster_kernel 0 "KG_CLUSTER(2) k_" -- grep -o "KG_CLUSTER(2) k_" "$tmp/csrc/model.cu"
     expect cuda_cluster_template 0 "kg_gemm_wgt_ws(&g, tm, tn, 128, 96, 4, 2)" -- \
         grep -o "kg_gemm_wgt_ws(&g, tm, tn, 128, 96, 4, 2)" "$tmp/csrc/model.cu"
-    expect cuda_cluster_listed 0 "producer warp, cluster of 2" -- "$kiln" inspect "$tmp/ffn2.onnx" --schedule kernels \
+    expect cuda_cluster_listed 0 "producer warp, cluster of 2" -- env KILN_GEMM_CLUSTERS=1 "$kiln" inspect "$tmp/ffn2.onnx" --schedule kernels \
         --precision fp16
-    expect cuda_cluster_not_mono 0 "gemm, no cluster" -- sh -c "out=\$('$kiln' inspect '$tmp/ffn2.onnx' --schedule mono \
+    expect cuda_cluster_not_mono 0 "gemm, no cluster" -- sh -c "out=\$(KILN_GEMM_CLUSTERS=1 '$kiln' inspect '$tmp/ffn2.onnx' --schedule mono \
         --precision fp16) && printf '%s' \"\$out\" | grep -q '\[kg_gemm' && ! printf '%s' \"\$out\" | grep -q 'cluster of' \
         && echo 'gemm, no cluster'"
 
@@ -225,7 +229,7 @@ PY
     expect cuda_shared_products 0 "3" -- sh -c "'$kiln' inspect '$tmp/qkv.onnx' --schedule kernels --precision fp16 \
         | grep -c ' 44 rTasks.*kg_gemm_wgt 192x192x64'"
     expect cuda_shared_products_alone 0 "1" -- sh -c "'$kiln' inspect '$tmp/qkv.onnx' --schedule kernels \
-        --precision fp16 | grep -c '128 rTasks.*kg_gemm_wgt 128x96x64'"
+        --precision fp16 | grep -cE '128 rTasks.*kg_gemm_wgt(_ws)? 128x96x64'"
 fi
 
 echo "cli: $passed passed, $failed failed"
