@@ -771,7 +771,8 @@ static void test_crash(const images *im)
 /* kg_math.h's float GELU (kg_geluf, the fused epilogues' and elementwise
  * kernels' one) on a dense sweep of [-12, 12] against the host's double
  * x * erfc(-x / sqrt 2) / 2: within 4e-6 relative, or 2e-7 absolute in
- * the negative tail, where it underflows (kg_math.h promises a few ulp). */
+ * the negative tail, where it underflows (kg_math.h's fit promises 2e-6
+ * relative for |x| <= 5). */
 #define ACT_SWEEP (1 << 22)
 static const char act_src[] = "extern \"C\" __global__ void k_gelu(const float *x, float *y, int n)\n"
                               "{\n"
@@ -838,8 +839,9 @@ static void test_gelu_accuracy(const rt_cuda_device *dev)
              ACT_SWEEP, max_rel, worst_x, max_abs_tail, n_bad);
     if (st != KILN_OK) printf("       %s\n", base_diag_text(&d));
     check(st == KILN_OK && n_bad == 0, what);
-    check(st == KILN_OK && y[0] == 0.0f && y[1] == 0.5e-30f && y[2] == -0.5e-30f && isnan(y[3]),
-          "kg_geluf(-0) = 0, gelu(+-1e-30) = +-5e-31, NaN stays NaN");
+    check(st == KILN_OK && y[0] == 0.0f && fabs(y[1] - 0.5e-30) <= 2e-36 && fabs(y[2] + 0.5e-30) <= 2e-36 &&
+              isnan(y[3]),
+          "kg_geluf(-0) = 0, gelu(+-1e-30) = +-5e-31 within 4e-6, NaN stays NaN");
     rt_cuda_free(dx);
     rt_cuda_free(dy);
     rt_cuda_module_free(mod);

@@ -121,13 +121,43 @@ static __device__ __forceinline__ void kg_gemm_st2(void *p, kg_i64 i, float v0, 
     else *(float2 *)((float *)p + i) = make_float2(v0, v1);
 }
 
+/* The epilogue of one element from its accumulator and its bias and
+ * residual values (read only where g has them). */
+static __device__ __forceinline__ float kg_gemm_epi_of(const kg_gemm_args *g, float acc, float bias, float res)
+{
+    float v = g->alpha * acc;
+    if (g->bias) v += g->beta * bias;
+    if (g->res) v += res;
+    return kg_actf(v, g->act, g->act_p0, g->act_p1);
+}
+
 /* The epilogue of element (i, j) from its accumulator. */
 static __device__ __forceinline__ float kg_gemm_epi(const kg_gemm_args *g, int i, int j, float acc)
 {
-    float v = g->alpha * acc;
-    if (g->bias) v += g->beta * kg_gemm_ldf(g->bias, (kg_i64)i * g->bias_rs + (kg_i64)j * g->bias_cs, g->dt_bias);
-    if (g->res) v += kg_gemm_ldf(g->res, (kg_i64)i * g->ldr + j, g->dt_res);
-    return kg_actf(v, g->act, g->act_p0, g->act_p1);
+    const float b = g->bias ? kg_gemm_ldf(g->bias, (kg_i64)i * g->bias_rs + (kg_i64)j * g->bias_cs, g->dt_bias) : 0.0f;
+    const float r = g->res ? kg_gemm_ldf(g->res, (kg_i64)i * g->ldr + j, g->dt_res) : 0.0f;
+    return kg_gemm_epi_of(g, acc, b, r);
+}
+
+/* Elements p[i .. i + 7] as floats: one 16-byte load where 16-bit data is
+ * 16-byte aligned there, else one load each. */
+static __device__ __forceinline__ void kg_gemm_ld8f(const void *p, kg_i64 i, const int dt, float *v)
+{
+    if (dt != KG_DT_F32 && ((kg_u64)((const unsigned short *)p + i) & 15u) == 0) {
+        const uint4 w = *(const uint4 *)((const unsigned short *)p + i);
+        const unsigned u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float2 f;
+            if (dt == KG_DT_BF16) f = __bfloat1622float2(*(const __nv_bfloat162 *)&u[e]);
+            else f = __half22float2(*(const __half2 *)&u[e]);
+            v[2 * e] = f.x;
+            v[2 * e + 1] = f.y;
+        }
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++) v[e] = kg_gemm_ldf(p, i + e, dt);
 }
 
 /* Stores elements (i, j) and (i, j + 1) of C from their accumulators,
@@ -783,8 +813,21 @@ static __device__ __forceinline__ void kg_gemm_store_staged(const kg_gemm_args *
         float v[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
         const kg_i64 o = (kg_i64)row * g->ldc + col;
         if (vec) {
+            /* a bias along the row and the residual: 8 values a load */
+            float b[8], res[8];
+            if (g->bias && g->bias_rs == 0 && g->bias_cs == 1) kg_gemm_ld8f(g->bias, col, g->dt_bias, b);
+            else
 #pragma unroll
-            for (int e = 0; e < 8; e++) v[e] = kg_gemm_epi(g, row, col + e, v[e]);
+                for (int e = 0; e < 8; e++)
+                    b[e] = g->bias ? kg_gemm_ldf(g->bias, (kg_i64)row * g->bias_rs + (kg_i64)(col + e) * g->bias_cs,
+                                                 g->dt_bias)
+                                   : 0.0f;
+            if (g->res) kg_gemm_ld8f(g->res, (kg_i64)row * g->ldr + col, g->dt_res, res);
+            else
+#pragma unroll
+                for (int e = 0; e < 8; e++) res[e] = 0.0f;
+#pragma unroll
+            for (int e = 0; e < 8; e++) v[e] = kg_gemm_epi_of(g, v[e], b[e], res[e]);
             kg_gemm_st8(g->c, o, v, g->dt_c);
         } else {
 #pragma unroll
