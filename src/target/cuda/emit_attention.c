@@ -19,8 +19,8 @@
  * rows are 16-byte aligned with contiguous head dims (k either way round)
  * and the output's strides are even; the fp32 SIMT kernel otherwise. The
  * warps per block (query rows per rTask) are offered to the tuner; without
- * a tuning result, the most warps (up to 4) that still give every
- * multiprocessor an rTask. A wanted block size (cg_emitter.want_block)
+ * a tuning result, the most warps (up to 4) that still give every fourth
+ * multiprocessor an rTask (heuristic_warps). A wanted block size (cg_emitter.want_block)
  * fixes the warps instead, when its shared memory fits.
  */
 #include "target/cuda/cuda-impl.h"
@@ -153,14 +153,19 @@ static bool fits(const cg_emitter *e, const att_problem *pb, int warps)
            smem_bytes(pb, warps) <= KILN_GPROG_MAX_SMEM;
 }
 
-/* Without tuning: the most warps, up to 4, that still make an rTask per
- * multiprocessor (short sequences have few query tiles per head). */
+/* Without tuning: the most warps, up to 4, that still make an rTask for
+ * every fourth multiprocessor (short sequences have few query tiles per
+ * head). A block's warps share each key and value tile they load, so
+ * fewer rTasks of more warps can win: BERT-base at batch 1 (12 heads of
+ * 128 queries) ran 9.8 us in 48 rTasks of 2 warps against 11.5 us in 96
+ * of 1, which one rTask per multiprocessor would have chosen (kiln tune
+ * on an H100). */
 static int heuristic_warps(const cg_emitter *e, const att_problem *pb)
 {
     int warps = 4;
     for (; warps > 1; warps /= 2) {
         int64_t tasks = pb->batch * pb->heads * cdiv(pb->sq, (int64_t)rows_per_warp(pb) * warps);
-        if (fits(e, pb, warps) && tasks >= e->gpu.n_sms) break;
+        if (fits(e, pb, warps) && 4 * tasks >= e->gpu.n_sms) break;
     }
     return warps;
 }
