@@ -8,8 +8,8 @@
 #   smoke        bundle/gpu_smoke: driver, NVRTC, a kernel, launch overhead
 #   runtime      bundle/gpu_runtime, when the bundle has it
 #   gemm         bundle/gpu_gemm, when the bundle has it
-#   ops          test_ops --target cuda (fp32): every op against the interpreter,
-#                one process per case filter, JOBS at a time
+#   ops          test_ops --target cuda (fp32, or $PRECISION): every op against
+#                the interpreter, one process per case filter, JOBS at a time
 #   conformance  conformance --target cuda (fp32) over the ONNX test data the bundle
 #                carries, in JOBS shards; expected failures from
 #                tests/conformance/xfail-cuda.txt when it exists, else xfail.txt
@@ -24,6 +24,8 @@
 # the device tool, else a fresh temporary folder), at most 8 files.
 # Environment: JOBS (default: processors, at most 12), BENCH_ARGS, SCHEDULE
 # (kernels, mono or mono-barriers: the --schedule of ops, conformance and models; default kernels),
+# PRECISION (fp32, fp16 or bf16: the --precision of ops; default fp32; the
+# 16-bit ones run the tensor-core attention and the 16-bit GEMM epilogues),
 # KILN_SECTION_TIMEOUT (seconds per section, default 900), PYTHON (python3).
 #
 # The device tool allows 10 minutes a command: run the sections in groups,
@@ -41,11 +43,16 @@ SKIP=""
 PYTHON=${PYTHON:-python3}
 SECTION_TIMEOUT=${KILN_SECTION_TIMEOUT:-900}
 SCHEDULE=${SCHEDULE:-kernels}
+PRECISION=${PRECISION:-fp32}
+case $PRECISION in
+fp32 | fp16 | bf16) ;;
+*) echo "gpu-tests: PRECISION must be fp32, fp16 or bf16, not '$PRECISION'" >&2; exit 2 ;;
+esac
 ncpu=$(nproc 2>/dev/null || echo 4)
 JOBS=${JOBS:-$((ncpu < 12 ? ncpu : 12))}
 
 usage() {
-    sed -n '2,30s/^# \{0,1\}//p' "$0"
+    sed -n '2,33s/^# \{0,1\}//p' "$0"
 }
 
 while [ $# -gt 0 ]; do
@@ -174,18 +181,20 @@ section_ops() {
         filters+=("$a")
         for m in "${names[@]}"; do [[ "$m" == *"$a"* ]] && covered[$m]=1; done
     done
-    export KT_BIN="$BUNDLE/test_ops" KT_DIR="$dir" KT_TIMEOUT="$SECTION_TIMEOUT" KT_SCHEDULE="$SCHEDULE"
+    export KT_BIN="$BUNDLE/test_ops" KT_DIR="$dir" KT_TIMEOUT="$SECTION_TIMEOUT" KT_SCHEDULE="$SCHEDULE" \
+        KT_PRECISION="$PRECISION"
     # shellcheck disable=SC2016  # the worker's own variables
     printf '%s\n' "${filters[@]}" completeness | xargs -d '\n' -P "$JOBS" -n 1 bash -c '
         out="$KT_DIR/$(printf %s "$1" | tr -c "A-Za-z0-9_.+-" "_").log"
-        timeout "$KT_TIMEOUT" "$KT_BIN" --target cuda --schedule "$KT_SCHEDULE" --filter "$1" >"$out" 2>&1
+        timeout "$KT_TIMEOUT" "$KT_BIN" --target cuda --schedule "$KT_SCHEDULE" --precision "$KT_PRECISION" \
+            --filter "$1" >"$out" 2>&1
         rc=$?
         [ $rc -eq 124 ] && echo "TIMEOUT after ${KT_TIMEOUT}s: --filter $1" >>"$out"
         exit 0' _
     cat "$dir"/*.log >"$work/ops-all.log"
     local p=0 f=0
     {
-        echo "test_ops --target cuda --schedule $SCHEDULE: ${#names[@]} cases in ${#filters[@]} processes"
+        echo "test_ops --target cuda --schedule $SCHEDULE --precision $PRECISION: ${#names[@]} cases in ${#filters[@]} processes"
         for a in "${names[@]}"; do
             if grep -qF "FAIL  $a #" "$work/ops-all.log"; then
                 f=$((f + 1))
