@@ -2,15 +2,20 @@
 # run_models.sh: end-to-end model tests. Runs kiln on ResNet-50, MobileNetV2
 # and BERT-base and checks every output against onnxruntime.
 #
-#   tests/models/run_models.sh BUILD_DIR
+#   tests/models/run_models.sh BUILD_DIR [--cuda-compile]
 #
 # Models are exported once (tests/models/export.py, PyTorch with random
 # weights) into models/ at the repository root (git-ignored) and reused;
 # they are re-exported when missing or when export.py has changed. Each model
 # then runs through
 #     BUILD_DIR/kiln run MODEL.onnx --inputs MODEL.inputs.npz --output OUT.npz
-# and tests/models/compare_ort.py (rtol 1e-3, atol 1e-4). One line per
-# model, then "N passed, N failed"; exit status 1 when any failed.
+# and tests/models/compare_ort.py (rtol 1e-3, atol 1e-4). With
+# --cuda-compile, each model is then also compiled for the GPU (no GPU
+# needed: NVRTC builds every kernel for sm_80 and sm_90a) with
+#     BUILD_DIR/kiln compile MODEL.onnx --target cuda --precision fp16 --schedule S
+# for S in kernels and mono, the schedules bench/gpu.py runs. One line per
+# model (and compile), then "N passed, N failed"; exit status 1 when any
+# failed.
 # Logs and outputs go to BUILD_DIR/models/.
 #
 # Environment:
@@ -21,8 +26,11 @@
 #   PYTHON               python3 with numpy and onnxruntime (default python3)
 set -u
 
-if [ $# -ne 1 ]; then
-    echo "usage: $0 BUILD_DIR" >&2
+cuda_compile=0
+if [ $# -eq 2 ] && [ "$2" = "--cuda-compile" ]; then
+    cuda_compile=1
+elif [ $# -ne 1 ]; then
+    echo "usage: $0 BUILD_DIR [--cuda-compile]" >&2
     exit 2
 fi
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -114,5 +122,34 @@ for m in $MODELS; do
         failed=$((failed + 1))
     fi
 done
+
+# ---- the CUDA kernels, built by NVRTC ---------------------------------------------
+if [ $cuda_compile -eq 1 ]; then
+    for m in $MODELS; do
+        for sch in kernels mono; do
+            model=$CACHE/$m.onnx
+            log=$OUTDIR/$m.cuda-$sch.log
+            if [ ! -f "$model" ]; then
+                printf 'FAIL  %-12s cuda %s: not exported (see %s)\n' "$m" "$sch" "$OUTDIR/export.log"
+                failed=$((failed + 1))
+                continue
+            fi
+            start=$(date +%s.%N)
+            ${run_limited[@]+"${run_limited[@]}"} "$KILN" compile "$model" -o "$OUTDIR/$m.cuda.kiln" --target cuda \
+                --precision fp16 --schedule "$sch" --quiet > "$log" 2>&1
+            rc=$?
+            secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+            rm -f "$OUTDIR/$m.cuda.kiln"
+            if [ $rc -eq 0 ]; then
+                printf 'PASS  %-12s cuda %s: compiled for sm_80 and sm_90a in %ss\n' "$m" "$sch" "$secs"
+                passed=$((passed + 1))
+            else
+                printf 'FAIL  %-12s cuda %s: kiln compile exited %d after %ss: %s (log: %s)\n' "$m" "$sch" $rc \
+                    "$secs" "$(grep -v '^$' "$log" | tail -n 1 | cut -c1-160)" "$log"
+                failed=$((failed + 1))
+            fi
+        done
+    done
+fi
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
