@@ -462,6 +462,14 @@ static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_b
     return kept > 0 ? kept : gemm_candidates(g, gpu, out);
 }
 
+/* KILN_GEMM_CLUSTERS=1: the cost model counts a cluster's shared A (and so
+ * picks clusters where L2 traffic dominates). */
+static bool clusters_preferred(void)
+{
+    const char *v = getenv("KILN_GEMM_CLUSTERS");
+    return v && !strcmp(v, "1");
+}
+
 /* Estimated time of c on g in SM clocks: memory time plus the larger of
  * compute and latency time.
  *   - memory: every tile reads its A and B panels through L2, and A, B and
@@ -478,14 +486,6 @@ static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_b
  * fastest candidate on average (the geometric mean over three runs of
  * bench/gpu_gemm.c; at worst 11%, batch 1's attention output, where a
  * split mma.sync tile wins). */
-/* KILN_GEMM_CLUSTERS=1: the cost model counts a cluster's shared A (and so
- * picks clusters where L2 traffic dominates). */
-static bool clusters_preferred(void)
-{
-    const char *v = getenv("KILN_GEMM_CLUSTERS");
-    return v && !strcmp(v, "1");
-}
-
 static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *gpu)
 {
     const double latency = 700.0, dram_bytes_per_clk = 1200.0, l2_bytes_per_clk = 6250.0;

@@ -392,15 +392,13 @@ static void make_source(cg_emitter *e, const sched_group *grp, const char *key, 
         base_str_cat(&s, base_str_get(&code));
         base_str_cat(&s, "\n");
         cg_kernel_head(&s, "k_tune", op->block, 0, op->cluster);
-        if (e->tune_share > 1) {
-            /* the identical products beside it in its wave: as many copies of its rTasks */
-            base_str_printf(&s, "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, t %% %lld);\n}\n\n%s",
-                            (long long)op->n_rtasks * e->tune_share, grp->id, (long long)op->n_rtasks, tune_kernels);
-            c->op.n_rtasks *= e->tune_share;
-        } else {
-            base_str_printf(&s, "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, t);\n}\n\n%s",
-                            (long long)op->n_rtasks, grp->id, tune_kernels);
-        }
+        /* the identical products beside it in its wave: as many copies of its rTasks */
+        const long long n = (long long)op->n_rtasks, share = KILN_MAX(1, e->tune_share);
+        char task[48] = "t";
+        if (share > 1) snprintf(task, sizeof(task), "t %% %lld", n);
+        base_str_printf(&s, "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, %s);\n}\n\n%s",
+                        n * share, grp->id, task, tune_kernels);
+        c->op.n_rtasks *= share;
         cg_tmaps_define(e, &s);
         if (s.oom) st = base_diag_add(&cd, KILN_ERR_OOM, "out of memory emitting it");
     }

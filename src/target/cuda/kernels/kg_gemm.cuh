@@ -131,12 +131,17 @@ static __device__ __forceinline__ float kg_gemm_epi_of(const kg_gemm_args *g, fl
     return kg_actf(v, g->act, g->act_p0, g->act_p1);
 }
 
+/* The bias of element (i, j); 0 without one. */
+static __device__ __forceinline__ float kg_gemm_bias_at(const kg_gemm_args *g, int i, int j)
+{
+    return g->bias ? kg_gemm_ldf(g->bias, (kg_i64)i * g->bias_rs + (kg_i64)j * g->bias_cs, g->dt_bias) : 0.0f;
+}
+
 /* The epilogue of element (i, j) from its accumulator. */
 static __device__ __forceinline__ float kg_gemm_epi(const kg_gemm_args *g, int i, int j, float acc)
 {
-    const float b = g->bias ? kg_gemm_ldf(g->bias, (kg_i64)i * g->bias_rs + (kg_i64)j * g->bias_cs, g->dt_bias) : 0.0f;
     const float r = g->res ? kg_gemm_ldf(g->res, (kg_i64)i * g->ldr + j, g->dt_res) : 0.0f;
-    return kg_gemm_epi_of(g, acc, b, r);
+    return kg_gemm_epi_of(g, acc, kg_gemm_bias_at(g, i, j), r);
 }
 
 /* Elements p[i .. i + 7] as floats: one 16-byte load where 16-bit data is
@@ -818,10 +823,7 @@ static __device__ __forceinline__ void kg_gemm_store_staged(const kg_gemm_args *
             if (g->bias && g->bias_rs == 0 && g->bias_cs == 1) kg_gemm_ld8f(g->bias, col, g->dt_bias, b);
             else
 #pragma unroll
-                for (int e = 0; e < 8; e++)
-                    b[e] = g->bias ? kg_gemm_ldf(g->bias, (kg_i64)row * g->bias_rs + (kg_i64)(col + e) * g->bias_cs,
-                                                 g->dt_bias)
-                                   : 0.0f;
+                for (int e = 0; e < 8; e++) b[e] = kg_gemm_bias_at(g, row, col + e);
             if (g->res) kg_gemm_ld8f(g->res, (kg_i64)row * g->ldr + col, g->dt_res, res);
             else
 #pragma unroll
