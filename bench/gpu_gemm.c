@@ -23,7 +23,8 @@
  * with __launch_bounds__(threads, 2) (emit.c's kernels have no minimum).
  * --define puts #defines before the templates (variants they select).
  * --cands "wgt 128x96x64 st8 ws1;..." runs only the candidates so named
- * (one kernel each under ncu).
+ * (one kernel each under ncu); a shape whose heuristic choice is not among
+ * them prints no RESULT line.
  * --save DIR writes each shape's program and cubin there (DIR/NAME.cu,
  * DIR/NAME.cubin) for cuobjdump. --compile-only needs no GPU: it builds every program for sm_90a (an
  * H100 with 132 SMs stands in for the device) and stops; with --rank it also lists each shape's candidates
@@ -583,7 +584,11 @@ static void run_shape(device *dv, job *j, bool heuristic_only, FILE *csv, base_d
             heur_err = err;
         }
     }
-    if (s->timed && best >= 0) {
+    if (s->timed && best >= 0 && heur_us < 0) { /* --cands left the heuristic's out */
+        char bn[64];
+        cfg_name(&j->cands[best], bn, sizeof(bn));
+        printf("  => best of those run %s: %.2f us (%.1f TFLOP/s)\n", bn, best_us, flop / best_us * 1e-6);
+    } else if (s->timed && best >= 0) {
         char bn[64], hn[64];
         cfg_name(&j->cands[best], bn, sizeof(bn));
         cfg_name(&j->cands[j->heuristic], hn, sizeof(hn));
