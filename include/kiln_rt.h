@@ -93,13 +93,24 @@ KILN_API const void *kiln_rt_result(const kiln_rt_model *m, int i, kiln_rt_tenso
  * threads. kiln_rt_set_profiling resets the counters. For "cuda" artifacts a
  * stage is a launch (a kernel, or a host segment): while profiling, kernels
  * run one by one between CUDA events instead of from CUDA graphs; a
- * kernel's rTask count is its grid, its wait time 0. */
+ * kernel's rTask count is its grid, its wait time 0. A persistent kernel
+ * (--schedule=mono) is instead a stage per member (group), timed inside the
+ * kernel by the global timer: its run time is how far it moved the latest
+ * end of work of the members before it, so that the members add up to the
+ * kernel; kiln_rt_stage_timeline tells the rest. */
 KILN_API kiln_status kiln_rt_set_profiling(kiln_rt_model *m, int on);
 KILN_API int kiln_rt_num_stages(const kiln_rt_model *m);
 /* Stage `stage`: its name (the ONNX nodes), rTask count and the seconds
  * summed over the profiled runs. */
 KILN_API kiln_status kiln_rt_stage_profile(const kiln_rt_model *m, int stage, const char **name, int *n_rtasks,
                                            double *run_s, double *wait_s);
+
+/* A member of a persistent kernel (else KILN_ERR_UNSUPPORTED): seconds
+ * summed over the profiled runs from the kernel's first work to the
+ * member's first and last work, and its rTasks' work and waits for the
+ * members they read, summed over rTasks. Any output may be NULL. */
+KILN_API kiln_status kiln_rt_stage_timeline(const kiln_rt_model *m, int stage, double *start_s, double *end_s,
+                                            double *busy_s, double *wait_s);
 
 /* Bytes of the planned activation arena and of the weights. */
 KILN_API size_t kiln_rt_arena_bytes(const kiln_rt_model *m);

@@ -239,7 +239,9 @@ static const char bench_help[] =
     "  --warmup N       untimed runs first (default 5)\n"
     "  --iterations N   timed runs (default 50)\n"
     "  --json           one JSON object instead of text\n"
-    "  --profile        then the stages that take the most time (per run)\n"
+    "  --profile        then the stages that take the most time (per run); a persistent\n"
+    "                   kernel (--schedule mono) shows its groups, timed inside it: when\n"
+    "                   each ran and its rTasks' mean work and wait for producers\n"
     "  --profile-top N  how many of them --profile lists (default 25; 0: every stage)\n"
     "  --device-io      cuda: inputs uploaded once and outputs left in device memory, as a\n"
     "                   framework's tensors are (kiln_rt_run_device): the latency without\n"
@@ -1164,10 +1166,17 @@ static void print_profile(kiln_rt_model *rm, const cli_args *a, ir_tensor *ins, 
     for (int k = 0; k < top; k++) {
         const char *name;
         int tasks;
+        double start, end, busy, waited;
         kiln_rt_stage_profile(rm, t[k].stage, &name, &tasks, NULL, NULL);
-        printf("    %5.1f%%  %8.3f ms run %7.3f ms wait  %5d rTasks  #%d %.90s\n",
-               100 * (t[k].run + t[k].wait) / (total > 0 ? total : 1), t[k].run * 1e3, t[k].wait * 1e3, tasks,
-               t[k].stage, name);
+        printf("    %5.1f%%  %8.3f ms run %7.3f ms wait  %5d rTasks  ", 100 * (t[k].run + t[k].wait) / (total > 0 ? total : 1),
+               t[k].run * 1e3, t[k].wait * 1e3, tasks);
+        /* a member of a persistent kernel: when it ran, and its rTasks' mean work and wait */
+        if (kiln_rt_stage_timeline(rm, t[k].stage, &start, &end, &busy, &waited) == KILN_OK) {
+            double per = (double)a->iterations * (tasks > 0 ? tasks : 1);
+            printf("at %7.3f..%7.3f ms, rTask %6.2f us + %6.2f us waiting  ", start * 1e3 / a->iterations,
+                   end * 1e3 / a->iterations, busy * 1e6 / per, waited * 1e6 / per);
+        }
+        printf("#%d %.90s\n", t[k].stage, name);
     }
     base_free(t);
 }

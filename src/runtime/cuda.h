@@ -235,6 +235,9 @@ kiln_status rt_cuda_module_load(const void *cubin, size_t n, CUmodule *out, base
 void rt_cuda_module_free(CUmodule m);
 /* The kernel `name` (an extern "C" __global__ function). */
 kiln_status rt_cuda_module_function(CUmodule m, const char *name, CUfunction *out, base_diag *d);
+/* The module's global variable `name`: its address and size (*at 0 when
+ * the module has none). */
+kiln_status rt_cuda_module_global(CUmodule m, const char *name, CUdeviceptr *at, size_t *bytes, base_diag *d);
 /* Encodes the program's tensor maps (runtime/gprog.h rt_gtmap) for the
  * arena and weights at the given device addresses, of the given sizes, and
  * copies them into the module's kg_tmaps array. Nothing to do when n is 0;

@@ -113,6 +113,7 @@ typedef struct kiln_gctx {
     uint64_t weights;  /* const unsigned char * */
     uint64_t io;       /* void *const *: n_inputs + n_outputs device pointers */
     uint64_t fail;     /* unsigned int[KILN_GFAIL_WORDS], zeroed before each run */
+    uint64_t prof;     /* unsigned long long[4 per profile slot] while profiling, else 0 (kg_prof_rtask) */
 } kiln_gctx;
 
 typedef struct rt_gimage {

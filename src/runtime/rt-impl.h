@@ -112,9 +112,17 @@ int rt_gpu_num_launches(const rt_gpu *g, int *kernels, int *graphs);
 const char *rt_gpu_precision(const rt_gpu *g); /* "fp32", "fp16", "bf16" */
 /* Profiling on (counters reset) or off; events are made here, not in runs. */
 kiln_status rt_gpu_set_profiling(rt_gpu *g, bool on, base_diag *d);
-/* Launch i: its label, blocks (1 for a segment) and seconds summed over the
- * profiled runs. Any output may be NULL; i is in range. */
+/* The profile's stages: the launches, except that a persistent kernel
+ * built with profile slots (--schedule=mono) is replaced by its members. */
+int rt_gpu_num_stages(const rt_gpu *g);
+/* Stage i: its label, rTasks (blocks for a launch, 1 for a segment) and
+ * seconds summed over the profiled runs (for a member: how far it moved
+ * its kernel's latest end of work). Any output may be NULL; i is in range. */
 void rt_gpu_stage(const rt_gpu *g, int i, const char **name, int *n_rtasks, double *run_s);
+/* Stage i's timeline when it is a member of a persistent kernel (else
+ * false): its start and end after the kernel's first member began and its
+ * rTasks' summed work and waits, seconds summed over the profiled runs. */
+bool rt_gpu_stage_timeline(const rt_gpu *g, int i, double *start_s, double *end_s, double *busy_s, double *wait_s);
 
 /* ---- helpers ---------------------------------------------------------------- */
 

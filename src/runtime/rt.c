@@ -738,7 +738,7 @@ kiln_status kiln_rt_set_profiling(kiln_rt_model *m, int on)
 int kiln_rt_num_stages(const kiln_rt_model *m)
 {
     if (!m) return 0;
-    return m->gpu ? rt_gpu_num_launches(m->gpu, NULL, NULL) : m->prog->n_stages;
+    return m->gpu ? rt_gpu_num_stages(m->gpu) : m->prog->n_stages;
 }
 
 kiln_status kiln_rt_stage_profile(const kiln_rt_model *m, int stage, const char **name, int *n_rtasks, double *run_s,
@@ -756,6 +756,17 @@ kiln_status kiln_rt_stage_profile(const kiln_rt_model *m, int stage, const char 
     if (n_rtasks) *n_rtasks = st->n_rtasks;
     if (run_s) *run_s = m->profile ? (double)m->profile[2 * stage] * 1e-9 : 0;
     if (wait_s) *wait_s = m->profile ? (double)m->profile[2 * stage + 1] * 1e-9 : 0;
+    return KILN_OK;
+}
+
+kiln_status kiln_rt_stage_timeline(const kiln_rt_model *m, int stage, double *start_s, double *end_s, double *busy_s,
+                                   double *wait_s)
+{
+    if (!m || stage < 0 || stage >= kiln_rt_num_stages(m))
+        return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_stage_timeline: no stage %d", stage);
+    if (!m->gpu || !rt_gpu_stage_timeline(m->gpu, stage, start_s, end_s, busy_s, wait_s))
+        return set_error(KILN_ERR_UNSUPPORTED, "kiln_rt_stage_timeline: stage %d is not a member of a persistent kernel",
+                         stage);
     return KILN_OK;
 }
 

@@ -37,6 +37,7 @@
 #include "runtime/rt-impl.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,22 @@ typedef struct piece {
     bool segment;
     rt_cuda_graph graph; /* kernels: recorded at the first run without profiling */
 } piece;
+
+/* A member of a persistent kernel, as its rTasks record themselves while
+ * profiling. The times are summed over the profiled runs: start and end of
+ * its work after the kernel's first member began, its run time (how far
+ * it moved the latest end of work of the members before it: the kernel's
+ * time shared out so that it adds up), and its rTasks' work and waits. */
+typedef struct prof_slot {
+    int launch;                /* -1: the program does not launch its kernel */
+    int n_rtasks;
+    const char *name;
+    double run_s, start_s, end_s, busy_s, wait_s;
+} prof_slot;
+
+typedef struct stage_ref {
+    int launch, slot;          /* slot -1: the whole launch */
+} stage_ref;
 
 struct rt_gpu {
     const rt_artifact_desc *a; /* borrowed from the model */
@@ -85,6 +102,15 @@ struct rt_gpu {
     bool profiling;
     CUevent *events;           /* 2 per launch (before, after); NULL for segments */
     double *prof_s;            /* per launch: seconds summed over profiled runs */
+
+    /* the in-kernel profile of persistent kernels (kg.h, kg_prof_rtask) */
+    prof_slot *slots;          /* per line of the module's kg_prof_slots */
+    int n_slots;
+    char *slot_text;           /* kg_prof_slots' text: the slots' names point into it */
+    stage_ref *stages;         /* the profile's stages: the launches, a persistent kernel's slots in its place */
+    int n_stages;
+    CUdeviceptr prof_dev;      /* 4 words a slot, while profiling */
+    uint64_t *prof_words;      /* their host copy */
 
     kiln_status broken;        /* not KILN_OK: the CUDA context was lost in an earlier run */
     char broken_msg[MESSAGE_BYTES];
@@ -436,9 +462,42 @@ static kiln_status finish_run(rt_gpu *g, void *const *outputs, bool device, base
     return KILN_OK;
 }
 
-/* Adds the profiled runs' kernel times (the events are complete). */
+/* Adds the run's slot words to the slots, a persistent kernel's slots
+ * (consecutive, in program order) measured from its first member's start. */
+static void add_slot_times(rt_gpu *g)
+{
+    const uint64_t *w = g->prof_words;
+    for (int i = 0, j; i < g->n_slots; i = j) {
+        for (j = i; j < g->n_slots && g->slots[j].launch == g->slots[i].launch;) j++;
+        uint64_t start = UINT64_MAX;
+        for (int s = i; s < j; s++)
+            if (w[4 * s] && ~w[4 * s] < start) start = ~w[4 * s];
+        if (g->slots[i].launch < 0 || start == UINT64_MAX) continue;
+        uint64_t frontier = start;
+        for (int s = i; s < j; s++) {
+            prof_slot *sl = &g->slots[s];
+            if (!w[4 * s]) continue; /* no rTask ran */
+            uint64_t first = ~w[4 * s], last = w[4 * s + 1];
+            sl->start_s += (double)(first - start) * 1e-9;
+            sl->end_s += (double)(last - start) * 1e-9;
+            if (last > frontier) {
+                sl->run_s += (double)(last - frontier) * 1e-9;
+                frontier = last;
+            }
+            sl->busy_s += (double)w[4 * s + 2] * 1e-9;
+            sl->wait_s += (double)w[4 * s + 3] * 1e-9;
+        }
+    }
+}
+
+/* Adds the profiled runs' kernel times (the events are complete) and the
+ * persistent kernels' slot times. */
 static kiln_status collect_profile(rt_gpu *g, base_diag *d)
 {
+    if (g->prof_dev) {
+        KILN_TRY(rt_cuda_copy_to_host(g->prof_words, g->prof_dev, (size_t)g->n_slots * 4 * sizeof(uint64_t), d));
+        add_slot_times(g);
+    }
     for (int k = 0; k < g->prog.n_launches; k++) {
         if (!g->fns[k]) continue;
         float ms;
@@ -462,6 +521,11 @@ kiln_status rt_gpu_run(rt_gpu *g, const void *const *inputs, void *const *output
     atomic_thread_fence(memory_order_seq_cst); /* cleared before the first launch is enqueued */
 
     kiln_status st = start_run(g, inputs, outputs, device, d);
+    if (st == KILN_OK && g->profiling && g->prof_dev) {
+        size_t bytes = (size_t)g->n_slots * 4 * sizeof(uint64_t);
+        memset(g->prof_words, 0, bytes);
+        st = rt_cuda_copy_to_device_async(g->prof_dev, g->prof_words, bytes, g->stream, d);
+    }
     if (st == KILN_OK) st = run_pieces(g, dyn, d);
     if (st == KILN_OK) st = finish_run(g, outputs, device, d);
     /* wait also after a failure: nothing of this run may still be running
@@ -510,14 +574,42 @@ static void free_events(rt_gpu *g)
     g->events = NULL;
 }
 
+static bool has_slots(const rt_gpu *g)
+{
+    for (int i = 0; i < g->n_slots; i++)
+        if (g->slots[i].launch >= 0) return true;
+    return false;
+}
+
+/* Points the kernels' context at the slot words (0: none, no profile).
+ * Between runs: the copy goes on the legacy stream and is waited for. */
+static kiln_status point_prof(rt_gpu *g, CUdeviceptr words, base_diag *d)
+{
+    if (!g->gctx) return KILN_OK;
+    uint64_t v = words;
+    KILN_TRY(rt_cuda_copy_to_device(g->gctx + offsetof(kiln_gctx, prof), &v, sizeof(v), d));
+    return KILN_CU_CHECK(d, g->cu->cuCtxSynchronize());
+}
+
 kiln_status rt_gpu_set_profiling(rt_gpu *g, bool on, base_diag *d)
 {
     KILN_TRY(rt_cuda_ctx_bind(&g->ctx, d));
     if (!on) {
         g->profiling = false;
         free_events(g);
-        return KILN_OK;
+        return point_prof(g, 0, d);
     }
+    if (!g->prof_dev && has_slots(g)) {
+        size_t bytes = (size_t)g->n_slots * 4 * sizeof(uint64_t);
+        g->prof_words = base_calloc(1, bytes);
+        if (!g->prof_words) return base_diag_add(d, KILN_ERR_OOM, "out of memory for the profile of %d members", g->n_slots);
+        KILN_TRY(dev_alloc(bytes, "the persistent kernels' profile", &g->prof_dev, d));
+    }
+    for (int i = 0; i < g->n_slots; i++) {
+        prof_slot *sl = &g->slots[i];
+        sl->run_s = sl->start_s = sl->end_s = sl->busy_s = sl->wait_s = 0;
+    }
+    KILN_TRY(point_prof(g, g->prof_dev, d));
     size_t n = (size_t)g->prog.n_launches;
     if (!g->prof_s) g->prof_s = base_calloc(n + 1, sizeof(double));
     if (!g->events) g->events = base_calloc(2 * n + 1, sizeof(CUevent));
@@ -539,8 +631,29 @@ kiln_status rt_gpu_set_profiling(rt_gpu *g, bool on, base_diag *d)
     return KILN_OK;
 }
 
+int rt_gpu_num_stages(const rt_gpu *g) { return g->n_stages; }
+
+bool rt_gpu_stage_timeline(const rt_gpu *g, int i, double *start_s, double *end_s, double *busy_s, double *wait_s)
+{
+    if (g->stages[i].slot < 0) return false;
+    const prof_slot *sl = &g->slots[g->stages[i].slot];
+    if (start_s) *start_s = sl->start_s;
+    if (end_s) *end_s = sl->end_s;
+    if (busy_s) *busy_s = sl->busy_s;
+    if (wait_s) *wait_s = sl->wait_s;
+    return true;
+}
+
 void rt_gpu_stage(const rt_gpu *g, int i, const char **name, int *n_rtasks, double *run_s)
 {
+    if (g->stages[i].slot >= 0) {
+        const prof_slot *sl = &g->slots[g->stages[i].slot];
+        if (name) *name = sl->name;
+        if (n_rtasks) *n_rtasks = sl->n_rtasks;
+        if (run_s) *run_s = sl->run_s;
+        return;
+    }
+    i = g->stages[i].launch;
     const rt_glaunch *l = &g->prog.launches[i];
     if (name) *name = l->label;
     if (n_rtasks) *n_rtasks = l->segment >= 0 ? 1 : (int)l->grid;
@@ -668,6 +781,50 @@ static bool spreads_early(CUfunction fn, const rt_glaunch *l, int n_sms)
     return per_sm == 1 || (int64_t)l->grid >= (int64_t)per_sm * n_sms;
 }
 
+/* The profile's stages: each launch, or in place of a persistent kernel
+ * the slots of its members (kg_prof_slots: "KERNEL RTASKS NAME" lines,
+ * emit.c; a module without it has none). A slot whose kernel the program
+ * does not launch keeps launch -1. */
+static kiln_status load_slots(rt_gpu *g, base_diag *d)
+{
+    CUdeviceptr at;
+    size_t bytes;
+    KILN_TRY(rt_cuda_module_global(g->module, "kg_prof_slots", &at, &bytes, d));
+    int n = 0;
+    if (bytes) {
+        g->slot_text = base_malloc(bytes + 1);
+        if (!g->slot_text) return base_diag_add(d, KILN_ERR_OOM, "out of memory for the profile's slots");
+        KILN_TRY(rt_cuda_copy_to_host(g->slot_text, at, bytes, d));
+        g->slot_text[bytes] = '\0';
+        for (size_t i = 0; i < bytes; i++) n += g->slot_text[i] == '\n';
+    }
+    g->slots = base_calloc((size_t)n + 1, sizeof(prof_slot));
+    g->stages = base_calloc((size_t)g->prog.n_launches + (size_t)n + 1, sizeof(stage_ref));
+    if (!g->slots || !g->stages) return base_diag_add(d, KILN_ERR_OOM, "out of memory for the profile's stages");
+    for (char *line = g->slot_text; line && g->n_slots < n;) {
+        char *end = strchr(line, '\n'), *sp = strchr(line, ' '), *num_end;
+        *end = '\0';
+        long rtasks = sp && sp < end ? strtol(sp + 1, &num_end, 10) : -1;
+        if (rtasks < 0 || *num_end != ' ')
+            return base_diag_add(d, KILN_ERR_INVALID_MODEL, "the module's kg_prof_slots: bad line %d '%.80s'",
+                                 g->n_slots + 1, line);
+        *sp = '\0';
+        prof_slot *sl = &g->slots[g->n_slots++];
+        *sl = (prof_slot){.launch = -1, .n_rtasks = (int)rtasks, .name = num_end + 1};
+        for (int k = 0; k < g->prog.n_launches && sl->launch < 0; k++)
+            if (g->fns[k] && g->prog.launches[k].persistent && strcmp(g->prog.launches[k].name, line) == 0)
+                sl->launch = k;
+        line = end + 1;
+    }
+    for (int k = 0; k < g->prog.n_launches; k++) {
+        int before = g->n_stages;
+        for (int i = 0; i < g->n_slots; i++)
+            if (g->slots[i].launch == k) g->stages[g->n_stages++] = (stage_ref){.launch = k, .slot = i};
+        if (g->n_stages == before) g->stages[g->n_stages++] = (stage_ref){.launch = k, .slot = -1};
+    }
+    return KILN_OK;
+}
+
 /* Loads image im and each launch's kernel. early: launches marked early
  * may go early on this device (load_module keeps the mark only where
  * spreads_early allows). */
@@ -711,7 +868,7 @@ static kiln_status load_module(rt_gpu *g, const rt_gimage *im, int n_sms, bool e
         base_diag_free(&sub);
         KILN_TRY(st);
     }
-    return KILN_OK;
+    return load_slots(g, d);
 }
 
 /* Device memory: the arena (zeroed), the weights, io buffers and their
@@ -846,6 +1003,7 @@ void rt_gpu_free(rt_gpu *g)
         for (int i = 0; g->io_own && i < g->n_io; i++) rt_cuda_free(g->io_own[i]);
         rt_cuda_free(g->io_array);
         rt_cuda_free(g->gctx);
+        rt_cuda_free(g->prof_dev);
         rt_cuda_host_free(g->fail_host);
         rt_cuda_stream_free(g->stream);
         rt_cuda_ctx_free(&g->ctx);
@@ -859,6 +1017,10 @@ void rt_gpu_free(rt_gpu *g)
     base_free(g->pieces);
     base_free(g->fns);
     base_free(g->prof_s);
+    base_free(g->prof_words);
+    base_free(g->slots);
+    base_free(g->slot_text);
+    base_free(g->stages);
     rt_gprog_free(&g->prog);
     base_free(g);
 }

@@ -124,20 +124,29 @@ static const char kernels_src[] =
     "    kg_grid_exit(2u);\n"
     "}\n"
     "\n"
-    "/* k_p with completion counters instead of the barrier (--schedule=mono) */\n"
+    "/* k_p with completion counters instead of the barrier (--schedule=mono),\n"
+    " * its two members profiled in slots 0 and 1 (kg_prof_slots, as emit.c\n"
+    " * writes it; the third line names a kernel no program here launches) */\n"
     "static __device__ unsigned kg_done_w[2];\n"
+    "extern \"C\" __device__ const char kg_prof_slots[] =\n"
+    "    \"k_w 8 mul1+add1\\n\" \"k_w 8 add2 \\042quoted\\042\\n\" \"k_none 3 unused\\n\";\n"
     "extern \"C\" __global__ void k_w(const kiln_gctx *c)\n"
     "{\n"
     "    for (int t = blockIdx.x; t < 8; t += gridDim.x) {\n"
+    "        const kg_u64 t0 = kg_prof_clock(c);\n"
     "        op_a(c, t);\n"
+    "        kg_prof_rtask(c, 0u, t0, t0);\n"
     "        kg_signal(kg_done_w + 0);\n"
     "    }\n"
     "    const st_t *a = (const st_t *)c->arena;\n"
     "    float *y = (float *)c->io[1];\n"
     "    for (int t = blockIdx.x; t < 8; t += gridDim.x) {\n"
+    "        const kg_u64 t0 = kg_prof_clock(c);\n"
     "        KG_WAIT(c, 0u, 0u, (kg_ld_acquire(kg_done_w + 0) >= 8u));\n"
+    "        const kg_u64 t1 = kg_prof_clock(c);\n"
     "        int i = ((t + 3) % 8) * 128 + threadIdx.x;\n"
     "        if (i < N) y[i] = LD(a + i) + 1.0f;\n"
+    "        kg_prof_rtask(c, 1u, t0, t1);\n"
     "        kg_signal(kg_done_w + 1);\n"
     "    }\n"
     "    kg_waits_exit(kg_done_w, 2u);\n"
@@ -643,6 +652,32 @@ static void test_fault(const images *im)
     kiln_rt_free(m);
 }
 
+/* k_w's profile: a stage per member, named by kg_prof_slots, timed inside
+ * the kernel; the second member's work ends after the first's; the runs
+ * stay right while profiling and after. */
+static void test_member_profile(kiln_rt_model *m, const spec *s)
+{
+    check(kiln_rt_set_profiling(m, 1) == KILN_OK && run_host(m, s, 10), "member profile: 10 profiled runs");
+    const char *n0 = NULL, *n1 = NULL;
+    int t0 = 0, t1 = 0;
+    double run0 = 0, run1 = 0, wait = -1, st0 = 0, end0 = 0, st1 = 0, end1 = 0, busy0 = 0, busy1 = 0, w1 = 0;
+    bool ok = kiln_rt_num_stages(m) == 2 && kiln_rt_stage_profile(m, 0, &n0, &t0, &run0, &wait) == KILN_OK &&
+              kiln_rt_stage_profile(m, 1, &n1, &t1, &run1, NULL) == KILN_OK &&
+              kiln_rt_stage_timeline(m, 0, &st0, &end0, &busy0, NULL) == KILN_OK &&
+              kiln_rt_stage_timeline(m, 1, &st1, &end1, &busy1, &w1) == KILN_OK;
+    char what[256];
+    snprintf(what, sizeof(what),
+             "member profile: '%s' %d rTasks %.2f..%.2f us busy %.2f us, '%s' %d rTasks %.2f..%.2f us busy %.2f us "
+             "waited %.2f us (10 runs)", n0 ? n0 : "?", t0, st0 * 1e5, end0 * 1e5, busy0 * 1e5, n1 ? n1 : "?", t1,
+             st1 * 1e5, end1 * 1e5, busy1 * 1e5, w1 * 1e5);
+    check(ok && strcmp(n0, "mul1+add1") == 0 && strcmp(n1, "add2 \"quoted\"") == 0 && t0 == 8 && t1 == 8 && wait == 0,
+          what);
+    check(ok && st0 == 0 && end0 > 0 && busy0 > 0 && busy1 > 0 && end1 >= end0 && st1 >= st0 && w1 >= 0,
+          "member profile: both members ran, the second ending after the first");
+    check(ok && fabs(run0 + run1 - end1) < 1e-9 * 10, "member profile: the members' run times add up to the kernel's");
+    check(kiln_rt_set_profiling(m, 0) == KILN_OK && run_host(m, s, 3), "member profile: off, runs right again");
+}
+
 /* A persistent kernel asks for far more blocks than fit: the runtime gives
  * it what is resident, and its grid barrier orders the two stages. */
 static void test_persistent(const images *im, const char *kernel)
@@ -660,6 +695,9 @@ static void test_persistent(const images *im, const char *kernel)
     check(kernels == 1 && graphs == 1, "persistent: one kernel launch");
     check(run_host(m, &s, 50), "persistent: 50 runs, each stage reading other blocks' results");
     check(run_device(m, &s, 10), "persistent: 10 runs with device pointers");
+    if (strcmp(kernel, "k_w") == 0) test_member_profile(m, &s);
+    else check(kiln_rt_num_stages(m) == 1 && kiln_rt_stage_timeline(m, 0, NULL, NULL, NULL, NULL) == KILN_ERR_UNSUPPORTED,
+               "persistent: a kernel without profile slots is one stage");
     kiln_rt_free(m);
 }
 

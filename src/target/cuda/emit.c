@@ -22,6 +22,7 @@
 #include "target/cuda/nvrtc.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -433,6 +434,8 @@ typedef struct program {
     int persistent;        /* mono: kernels with more than one stage */
     int kernels;           /* launches that are kernels (not host segments) */
     base_str listing;      /* the rProgram as text (kiln inspect --schedule) */
+    base_str prof;         /* kg_prof_slots: a line per member of a persistent kernel */
+    int prof_slots;        /* members of persistent kernels so far (their profile slots) */
 } program;
 
 static const char *schedule_name(const program *pr)
@@ -682,26 +685,48 @@ static void list_batch(program *pr, const batch *b, const waits *w, const cg_op 
 }
 
 /* Member k's call on rTask t - first: with waits, the wait for its
- * dependencies' counters before and its own count after. */
-static void member_call(base_str *s, const batch *b, const waits *w, int k, int64_t first, int launch)
+ * dependencies' counters before and its own count after. In a persistent
+ * kernel (slot >= 0) the rTask also records its times in profile slot
+ * `slot` while the runtime profiles (kg_prof_rtask). */
+static void member_call(base_str *s, const batch *b, const waits *w, int k, int64_t first, int launch, int slot)
 {
     const member *m = &b->m[k];
     char t[48] = "t";
     if (first) snprintf(t, sizeof(t), "t - %lld", (long long)first);
-    if (!w) {
+    if (!w && slot < 0) {
         base_str_printf(s, "op_%d(c, %s);\n", m->grp->id, t);
         return;
     }
     base_str_cat(s, "{\n");
-    if (w->at[k + 1] > w->at[k]) {
+    bool waited = w && w->at[k + 1] > w->at[k];
+    if (slot >= 0) base_str_cat(s, "            const kg_u64 kg_t0_ = kg_prof_clock(c);\n");
+    if (waited) {
         base_str_printf(s, "            KG_WAIT(c, %du, %du, ", launch, m->stage - 1);
         for (int i = w->at[k]; i < w->at[k + 1]; i++)
             base_str_printf(s, "%s(kg_ld_acquire(kg_done_%d + %d) >= %lldu)", i > w->at[k] ? " & " : "",
                             b->m[0].grp->id, w->dep[i], (long long)b->m[w->dep[i]].op.n_rtasks);
         base_str_cat(s, ");\n");
     }
-    base_str_printf(s, "            op_%d(c, %s);\n            kg_signal(kg_done_%d + %d);\n        }\n", m->grp->id, t,
-                    b->m[0].grp->id, k);
+    if (slot >= 0) base_str_printf(s, "            const kg_u64 kg_t1_ = %s;\n", waited ? "kg_prof_clock(c)" : "kg_t0_");
+    base_str_printf(s, "            op_%d(c, %s);\n", m->grp->id, t);
+    /* the end is read before the signal lets a consumer start */
+    if (slot >= 0) base_str_printf(s, "            kg_prof_rtask(c, %du, kg_t0_, kg_t1_);\n", slot);
+    if (w) base_str_printf(s, "            kg_signal(kg_done_%d + %d);\n", b->m[0].grp->id, k);
+    base_str_cat(s, "        }\n");
+}
+
+/* Appends member k's line of kg_prof_slots, "KERNEL RTASKS NAME\n", the name
+ * as a C string's contents: printable ASCII but quote, backslash and '?'
+ * (trigraphs), the rest octal escapes; a newline or tab becomes a space. */
+static void prof_slot_line(program *pr, const char *kernel, const member *m)
+{
+    base_str_printf(&pr->prof, "\"%s %lld ", kernel, (long long)m->op.n_rtasks);
+    for (const unsigned char *c = (const unsigned char *)m->grp->name; *c; c++) {
+        if (*c == '\n' || *c == '\t') base_str_cat(&pr->prof, " ");
+        else if (*c >= 0x20 && *c < 0x7f && *c != '"' && *c != '\\' && *c != '?') base_str_printf(&pr->prof, "%c", *c);
+        else base_str_printf(&pr->prof, "\\%03o", *c);
+    }
+    base_str_cat(&pr->prof, "\\n\"\n");
 }
 
 /* The batch's kernel k_<first member>: each stage a loop over its members'
@@ -759,7 +784,7 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
             if (end == n && !any) base_str_cat(s, "        ");
             else if (end == n) base_str_cat(s, "        else ");
             else base_str_printf(s, "        %sif (t < %lld) ", any ? "else " : "", (long long)end);
-            member_call(s, b, use_waits ? &w : NULL, k, first, launch);
+            member_call(s, b, use_waits ? &w : NULL, k, first, launch, stages > 1 ? pr->prof_slots + k : -1);
             any = true;
             first = end;
         }
@@ -770,6 +795,10 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
     else if (stages > 1) base_str_printf(s, "    kg_grid_exit(%du);\n", stages);
     if (use_waits) pr->n_waits += w.at[b->n];
     base_str_cat(s, "}\n\n");
+    if (stages > 1) {
+        for (int k = 0; k < b->n; k++) prof_slot_line(pr, kname, &b->m[k]);
+        pr->prof_slots += b->n;
+    }
     list_batch(pr, b, use_waits ? &w : NULL, &all, stages, launch);
     waits_free(&w);
     pr->kernels++;
@@ -950,6 +979,60 @@ static const struct {
     bool arch_specific;
 } images[] = {{8, 0, false}, {9, 0, true}};
 
+/* One image's NVRTC build, on its own thread (NVRTC is thread-safe). */
+typedef struct image_job {
+    const char *src;
+    int i;
+    rt_gimage *img;
+    base_diag d;
+    kiln_status st;
+} image_job;
+
+static void *build_image(void *arg)
+{
+    image_job *j = arg;
+    void *cubin;
+    size_t n;
+    j->st = cg_nvrtc_compile(j->src, "model.cu", images[j->i].major, images[j->i].minor, images[j->i].arch_specific,
+                             &cubin, &n, &j->d);
+    if (j->st == KILN_OK)
+        *j->img = (rt_gimage){.sm = images[j->i].major * 10 + images[j->i].minor,
+                              .arch_specific = images[j->i].arch_specific, .cubin = cubin, .bytes = n};
+    return NULL;
+}
+
+/* Builds every image of src at once, a thread each (this one the last):
+ * the build time is the slowest image's, not the sum. */
+static kiln_status build_images(const target_options *o, const char *src, size_t len, rt_gimage *img, base_diag *d)
+{
+    image_job jobs[KILN_COUNT(images)];
+    pthread_t th[KILN_COUNT(images)];
+    bool started[KILN_COUNT(images)] = {false};
+    size_t n = KILN_COUNT(images);
+    for (size_t i = 0; i < n; i++) {
+        char line[128];
+        snprintf(line, sizeof(line), "NVRTC: building sm_%d%d%s (%zu KB of CUDA C)", images[i].major,
+                 images[i].minor, images[i].arch_specific ? "a" : "", len / 1024);
+        progress(o, line);
+        jobs[i] = (image_job){.src = src, .i = (int)i, .img = &img[i]};
+        base_diag_init(&jobs[i].d);
+        /* a refused thread only costs time: the image is built on this one after */
+        if (i + 1 < n) started[i] = pthread_create(&th[i], NULL, build_image, &jobs[i]) == 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!started[i]) build_image(&jobs[i]);
+    kiln_status st = KILN_OK;
+    for (size_t i = 0; i < n; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        if (jobs[i].st != KILN_OK && st == KILN_OK) { /* the first failure's messages, one by one */
+            st = jobs[i].st;
+            for (int k = 0; k < jobs[i].d.n_msgs; k++) base_diag_add(d, st, "%s", jobs[i].d.msgs[k]);
+        }
+        base_diag_free(&jobs[i].d);
+    }
+    return st;
+}
+
 static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const target_options *o, target_output *out,
                               base_diag *d)
 {
@@ -959,6 +1042,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     base_arena_init(&pr.names);
     base_str_init(&pr.sites);
     base_str_init(&pr.listing);
+    base_str_init(&pr.prof);
     base_str_init(&e.code);
     base_str src;
     base_str_init(&src);
@@ -990,7 +1074,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     for (int s = 0; s < p->n_groups && st == KILN_OK; s++) st = emit_group(&e, &pr, &b, out, p->groups[s]);
     if (st == KILN_OK) st = emit_output_copies(&e, &pr, &b, &copies);
     if (st == KILN_OK) st = flush_batch(&e, &pr, &b);
-    if (st == KILN_OK && (e.code.oom || pr.sites.oom || pr.listing.oom))
+    if (st == KILN_OK && (e.code.oom || pr.sites.oom || pr.listing.oom || pr.prof.oom))
         st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
     if (st == KILN_OK && pr.mono) {
         base_str line;
@@ -1016,24 +1100,17 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
         base_str_printf(&src, "/* ---- where each group runs (launch indices for faults) ---- */\n%s\n",
                         base_str_get(&pr.sites));
         base_str_cat(&src, base_str_get(&e.code));
+        if (pr.prof_slots)
+            base_str_printf(&src,
+                            "/* ---- profile slots (kg_prof_rtask): kernel, rTasks, group per line ---- */\n"
+                            "extern \"C\" __device__ const char kg_prof_slots[] =\n%s;\n\n",
+                            base_str_get(&pr.prof));
         cg_tmaps_define(&e, &src);
         if (st == KILN_OK && src.oom) st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
     }
     if (st == KILN_OK && o->emit_dir) st = write_source(o->emit_dir, base_str_get(&src), d);
     if (st == KILN_OK && o->listing_only) st = make_listing(&e, &pr, out);
-    for (size_t i = 0; i < KILN_COUNT(images) && st == KILN_OK && !o->listing_only; i++) {
-        char line[128];
-        snprintf(line, sizeof(line), "NVRTC: building sm_%d%d%s (%zu KB of CUDA C)", images[i].major,
-                 images[i].minor, images[i].arch_specific ? "a" : "", src.len / 1024);
-        progress(o, line);
-        void *cubin;
-        size_t n;
-        st = cg_nvrtc_compile(base_str_get(&src), "model.cu", images[i].major, images[i].minor,
-                              images[i].arch_specific, &cubin, &n, d);
-        if (st == KILN_OK)
-            img[i] = (rt_gimage){.sm = images[i].major * 10 + images[i].minor,
-                                 .arch_specific = images[i].arch_specific, .cubin = cubin, .bytes = n};
-    }
+    if (st == KILN_OK && !o->listing_only) st = build_images(o, base_str_get(&src), src.len, img, d);
     if (st == KILN_OK && !o->listing_only) {
         unsigned max_smem = 0;
         for (int i = 0; i < pr.n; i++)
@@ -1055,6 +1132,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     base_free(b.m);
     base_str_free(&pr.sites);
     base_str_free(&pr.listing);
+    base_str_free(&pr.prof);
     base_arena_free(&pr.names);
     base_str_free(&e.code);
     base_str_free(&src);

@@ -29,6 +29,7 @@ typedef struct kiln_gctx {
     const unsigned char *weights;
     void *const *io;
     unsigned int *fail;
+    kg_u64 *prof; /* while the runtime profiles: the profile slots (kg_prof_rtask); else NULL */
 } kiln_gctx;
 
 /* A kernel launched in clusters of n blocks (blocks n j .. n j + n - 1):
@@ -236,6 +237,37 @@ static __device__ __noinline__ void kg_grid_sync(const kiln_gctx *c, unsigned la
 static __device__ __noinline__ void kg_grid_exit(unsigned stages)
 {
     if (threadIdx.x == 0 && atomicAdd(&kg_grid_bar, 1u) == stages * gridDim.x - 1u) atomicExch(&kg_grid_bar, 0u);
+}
+
+/* ---- the in-kernel profile (kiln bench --profile of a persistent kernel) -------- *
+ * Each member of a persistent kernel has a profile slot, listed in
+ * kg_prof_slots (the kernel, its rTask count, its group; emit.c). While the
+ * runtime profiles, c->prof points at 4 words a slot, zeroed before each
+ * run, which every rTask's thread 0 updates from the global timer (ns):
+ * the complement of the earliest start of work (so that 0 means none and
+ * a max finds it), the latest end, the summed run time and the summed time
+ * waited for producers before the work. The rTask's threads meet before
+ * its end is read, and it is read before kg_signal lets a consumer start.
+ * Otherwise c->prof is NULL: one load and a branch. */
+static __device__ __forceinline__ kg_u64 kg_prof_clock(const kiln_gctx *c)
+{
+    return c->prof && threadIdx.x == 0 ? kg_now_ns() : 0ull;
+}
+
+/* After the rTask of profile slot `slot` that began waiting at t0 and
+ * working at t1 (kg_prof_clock). */
+static __device__ __forceinline__ void kg_prof_rtask(const kiln_gctx *c, unsigned slot, kg_u64 t0, kg_u64 t1)
+{
+    kg_u64 *p = c->prof;
+    if (!p) return;
+    __syncthreads();
+    if (threadIdx.x) return;
+    const kg_u64 end = kg_now_ns();
+    p += 4u * slot;
+    atomicMax(p, ~t1);
+    atomicMax(p + 1, end);
+    atomicAdd(p + 2, end - t1);
+    atomicAdd(p + 3, t1 - t0);
 }
 
 /* ---- completion counters (--schedule=mono, waits instead of barriers) ---------- *
