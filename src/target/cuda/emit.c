@@ -434,6 +434,7 @@ typedef struct program {
     int persistent;        /* mono: kernels with more than one stage */
     int kernels;           /* launches that are kernels (not host segments) */
     base_str listing;      /* the rProgram as text (kiln inspect --schedule) */
+    cg_share *share;       /* mono: identical rOperators' code written once (share.c); else NULL */
     base_str prof;         /* kg_prof_slots: a line per member of a persistent kernel */
     int prof_slots;        /* members of persistent kernels so far (their profile slots) */
 } program;
@@ -818,7 +819,10 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
     return st;
 }
 
-static kiln_status add_member(cg_emitter *e, program *pr, batch *b, const sched_group *grp, const cg_op *op)
+/* proto: mono's noinline prototype of op_<id> (not for one share.c rewrote:
+ * its op_<id> calls a noinline body) */
+static kiln_status add_member(cg_emitter *e, program *pr, batch *b, const sched_group *grp, const cg_op *op,
+                              bool proto)
 {
     /* a clustered rOperator's rTasks pair up by block index: a kernel of its own */
     bool fits = b->n == 0 || (op->block == b->m[0].op.block && op->cluster < 2 && b->m[0].op.cluster < 2);
@@ -836,7 +840,7 @@ static kiln_status add_member(cg_emitter *e, program *pr, batch *b, const sched_
         b->cap = cap;
     }
     b->m[b->n++] = (member){.grp = grp, .op = *op, .stage = stage};
-    if (pr->mono)
+    if (pr->mono && proto)
         base_str_printf(&pr->sites, "static __device__ __noinline__ void op_%d(const kiln_gctx *c, int t);\n",
                         grp->id);
     return KILN_OK;
@@ -883,13 +887,14 @@ static kiln_status emit_output_copies(cg_emitter *e, program *pr, batch *b, sche
     base_str_cat(&e->code, "}\n\n");
     /* it reads inputs and constants, and writes outputs no group writes: it
      * joins whatever kernel is open */
-    return add_member(e, pr, b, grp, &op);
+    return add_member(e, pr, b, grp, &op, true);
 }
 
 static kiln_status emit_group(cg_emitter *e, program *pr, batch *b, target_output *out, const sched_group *grp)
 {
     cg_op op = {.block = 256};
     kiln_status st;
+    const size_t start = e->code.len;
     e->site = grp->id;
     switch (grp->kind) {
     case SCHED_GROUP_ALIAS: base_str_printf(&e->code, "/* group %d (alias, no code): %s */\n\n", grp->id, grp->name); return KILN_OK;
@@ -915,7 +920,9 @@ static kiln_status emit_group(cg_emitter *e, program *pr, batch *b, target_outpu
     }
     if (st != KILN_OK) return st;
     KILN_TRY(check_op(e, grp, &op));
-    return add_member(e, pr, b, grp, &op);
+    bool rewritten = false;
+    if (pr->share) KILN_TRY(cg_share_op(e, pr->share, grp->id, start, &rewritten));
+    return add_member(e, pr, b, grp, &op, !rewritten);
 }
 
 /* out->listing: a heading, then the launches (kiln inspect --schedule). */
@@ -1060,6 +1067,10 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     int want_block = 0, per_sm = 0;
     if (st == KILN_OK) st = parse_schedule(o->schedule, &pr.mono, &pr.waits, &pr.unmerged, &want_block, &per_sm, d);
     if (pr.mono) {
+        /* KILN_SHARE_CODE=0: every rOperator its own code (for comparison) */
+        const char *share_env = getenv("KILN_SHARE_CODE");
+        if (!(share_env && strcmp(share_env, "0") == 0) && !(pr.share = cg_share_new()))
+            st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
         e.want_block = want_block ? want_block : mono_block(p);
         pr.blocks_per_sm = per_sm ? per_sm : MONO_BLOCKS_PER_SM;
         /* every rOperator within its share of a multiprocessor's shared memory
@@ -1081,6 +1092,8 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
         base_str_init(&line);
         base_str_cat(&line, "mono: ");
         mono_counts(&pr, &line);
+        int bodies, shared = cg_share_count(pr.share, &bodies);
+        if (shared) base_str_printf(&line, "; the code of %d rOperators in %d bodies", shared, bodies);
         if (!line.oom) progress(o, base_str_get(&line));
         base_str_free(&line);
     }
@@ -1133,6 +1146,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     base_str_free(&pr.sites);
     base_str_free(&pr.listing);
     base_str_free(&pr.prof);
+    cg_share_free(pr.share);
     base_arena_free(&pr.names);
     base_str_free(&e.code);
     base_str_free(&src);
