@@ -11,9 +11,12 @@
  * instruction in 17% of samples, against 6% in the kernels schedule).
  *
  * After an emitter writes op_<id>, cg_share_op rewrites it: those
- * constants become entries of a table, `kg_v_<id>`, the body becomes
- * `opb_<k>(c, t, kg_v)`, noinline, written once for every rOperator whose
- * body reads the same, and op_<id> a forceinline call of it with its table.
+ * constants become parameters kg_v0, kg_v1, ... of a noinline body
+ * `opb_<k>`, written once for every rOperator whose body reads the same,
+ * and op_<id> a forceinline call of it with its own constants. (Passed in
+ * a table in global memory instead, they cost every kernel a dependent
+ * load before its first address: BERT b1 in the kernels schedule ran 600
+ * us against 481 on an H100; as arguments, in registers.)
  * The constants are recognised where cg_ptr and the emitters print them:
  * "c->arena + N", "c->weights + N", "c->io[N]", "kg_tmaps[N]" and
  * "KG_SITE_N". Code with anything before op_<id> but comments (a helper
@@ -26,23 +29,22 @@
 #include <string.h>
 
 /* Where the canonical body's constants are: each pattern's prefix is kept
- * and the number after it becomes kg_v[i]. */
+ * and the number after it becomes kg_v<i>. */
 static const char *const patterns[] = {"c->arena + ", "c->weights + ", "c->io[", "kg_tmaps[", "KG_SITE_"};
 
-/* The most table entries a program's rOperators may hold between them
- * (global memory, read through the L1 cache: a few per rTask). */
-#define SHARE_MAX_VALUES (1 << 16)
+/* The most constants one body takes as parameters; an rOperator with more
+ * keeps its own code. */
+#define SHARE_MAX_VALUES 32
 
 struct cg_share {
     struct body {
-        char *canon;   /* the body with op_SHARED for its name and kg_v[i] for its constants */
+        char *canon;   /* the body with op_SHARED for its name and kg_v<i> for its constants */
         uint64_t hash;
         int n_values;
         int id;        /* opb_<id>: the group that wrote it first */
         int users;
     } *bodies;
     int n, cap;
-    long values;       /* table entries so far */
     int rewritten;     /* rOperators that call a body */
 };
 
@@ -95,7 +97,7 @@ static bool canonicalise(const char *fn, const char *name, base_str *canon, base
             const char *num = p + len, *end = num;
             while (isdigit((unsigned char)*end)) end++;
             if (isalnum((unsigned char)*end) || *end == '_') continue; /* 12u, 0x..: not a plain number */
-            base_str_printf(canon, "%skg_v[%d]", k == 4 ? "" : patterns[k], *n_values);
+            base_str_printf(canon, "%skg_v%d", k == 4 ? "" : patterns[k], *n_values);
             base_str_printf(values, "%s%s%.*s%s", *n_values ? ", " : "", k == 4 ? "KG_SITE_" : "", (int)(end - num),
                             num, k == 4 ? "" : "ull");
             (*n_values)++;
@@ -134,7 +136,7 @@ kiln_status cg_share_op(cg_emitter *e, cg_share *sh, int id, size_t start, bool 
     kiln_status st = KILN_OK;
     if (!canonicalise(fn, name, &canon, &values, &n_values))
         st = base_diag_add(e->d, KILN_ERR_OOM, "out of memory sharing rOperator code");
-    if (st == KILN_OK && sh->values + n_values > SHARE_MAX_VALUES) n_values = -1; /* left as it is */
+    if (st == KILN_OK && n_values > SHARE_MAX_VALUES) n_values = -1; /* left as it is */
     struct body *b = NULL;
     if (st == KILN_OK && n_values >= 0) {
         uint64_t h = base_hash_str(base_str_get(&canon));
@@ -162,25 +164,17 @@ kiln_status cg_share_op(cg_emitter *e, cg_share *sh, int id, size_t start, bool 
         base_str_init(&out);
         base_str_printf(&out, "%.*s", (int)(line - text), text);
         if (b->users == 0) {
-            const char *body = base_str_get(&canon);
             base_str_printf(&out,
                             "/* the body of op_%d and of every rOperator that reads the same but for its constants "
-                            "(kg_v) */\nstatic __device__ __noinline__ void opb_%d(const kiln_gctx *c, int t, "
-                            "const kg_u64 *kg_v)",
+                            "(kg_v0, ...) */\nstatic __device__ __noinline__ void opb_%d(const kiln_gctx *c, int t",
                             id, id);
-            base_str_cat(&out, body); /* from just after op_<id>'s parameter list */
+            for (int i = 0; i < n_values; i++) base_str_printf(&out, ", kg_u64 kg_v%d", i);
+            base_str_cat(&out, ")");
+            base_str_cat(&out, base_str_get(&canon)); /* from just after op_<id>'s parameter list */
         }
         b->users++;
-        if (n_values)
-            base_str_printf(&out, "static __device__ const kg_u64 kg_v_%d[%d] = {%s};\n", id, n_values,
-                            base_str_get(&values));
-        if (n_values)
-            base_str_printf(&out, "static __device__ __forceinline__ void %s(const kiln_gctx *c, int t) { opb_%d(c, t, kg_v_%d); }\n\n",
-                            name, b->id, id);
-        else
-            base_str_printf(&out, "static __device__ __forceinline__ void %s(const kiln_gctx *c, int t) { opb_%d(c, t, 0); }\n\n",
-                            name, b->id);
-        sh->values += n_values;
+        base_str_printf(&out, "static __device__ __forceinline__ void %s(const kiln_gctx *c, int t) { opb_%d(c, t%s%s); }\n\n",
+                        name, b->id, n_values ? ", " : "", base_str_get(&values));
         if (out.oom) st = base_diag_add(e->d, KILN_ERR_OOM, "out of memory sharing rOperator code");
         else {
             code->len = start;
