@@ -178,7 +178,7 @@ static const char compile_help[] =
     "                     after every group (the ablation's base). A mono schedule\n"
     "                     may name its kernel-wide configuration, mono:256x2: 128 or\n"
     "                     256 threads a block, 1..5 blocks per multiprocessor\n"
-    "                     (default: 256 where convolutions dominate, else 128; 3)\n"
+    "                     (default: 256x3 where convolutions dominate, else 128x1)\n"
     "  --tune             cuda: time each GEMM/conv's template candidates on the GPU\n"
     "                     and keep the fastest in the tuning database\n"
     "  --tuning-db FILE   cuda: the SQLite tuning database (default\n"

@@ -135,6 +135,20 @@ if [ -d "$data/node/test_add_bcast" ]; then
     expect inspect_schedule_kernels_config 1 "bad --schedule 'kernels:128x1'" -- "$kiln" inspect "$ln" --schedule kernels:128x1
     expect inspect_precision_alone 1 "--precision goes with --schedule" -- "$kiln" inspect "$ln" --precision fp16
     expect inspect_bad_precision 1 "bad --precision 'fp8'" -- "$kiln" inspect "$ln" --schedule mono --precision fp8
+    # the default kernel-wide configuration: one block of 128 threads per
+    # multiprocessor where convolutions do not dominate
+    expect inspect_schedule_default_config 0 "built for 1 a multiprocessor" -- "$kiln" inspect "$ln" --schedule mono
+    # mono: rOperators that differ only in their tensors' places share one
+    # body (the two Reshapes of the expanded layer norm, ReduceMean twice);
+    # KILN_SHARE_CODE=0 gives each its own
+    expect cuda_mono_shared_code 0 "the code of 10 rOperators in 8 bodies" -- \
+        "$kiln" compile "$ln" --target cuda --schedule mono --precision fp16 -o "$tmp/ln_mono.kiln"
+    expect cuda_mono_own_code 0 "0" -- sh -c "KILN_SHARE_CODE=0 '$kiln' compile '$ln' --target cuda --schedule mono \
+        -o '$tmp/ln_mono0.kiln' 2>&1 | grep -c 'rOperators in' || true"
+    # the members' profile slots: a line per member, kernel, rTasks, group
+    expect cuda_mono_profile_slots 0 "10" -- sh -c "'$kiln' compile '$ln' --target cuda --schedule mono \
+        -o '$tmp/ln_mono1.kiln' --emit-source '$tmp/ln_mono_src' >/dev/null 2>&1 && \
+        sed -n '/kg_prof_slots\[\] =/,/^;/p' '$tmp/ln_mono_src/model.cu' | grep -c '^\"k_3 1 '"
 fi
 
 # kiln tune: the options, and a clear refusal without a GPU (CI has none)

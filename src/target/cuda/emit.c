@@ -523,8 +523,14 @@ static kiln_status check_op(cg_emitter *e, const sched_group *grp, const cg_op *
  * 1.25 ms with 128 threads and 1.54 ms with 256; ResNet-50 0.85 ms with 256
  * and 1.75 ms with 128 (the 128-thread implicit-GEMM tiles are the weak
  * ones: kernels-mode ResNet-50 restricted to them takes 1.18 ms instead of
- * 0.68). Three blocks per multiprocessor was best or within 1% for both. */
-#define MONO_BLOCKS_PER_SM 3
+ * 0.68). Since identical rOperators share their code (share.c), one
+ * block per multiprocessor is best where products dominate (it gives each
+ * product a multiprocessor's shared memory: TMA tiles of 12 stages): BERT
+ * b1 637 us at 128x1 against 818 at 128x3, ViT-B/16 927 against 1159
+ * (256x1: 911); three where convolutions do: ResNet-50 759 us at 256x3,
+ * 780 at 256x1, 1464 at 128x1 (one H100, one run each). */
+#define MONO_BLOCKS_PER_SM_PRODUCTS 1
+#define MONO_BLOCKS_PER_SM_CONVS 3
 
 /* 256 threads when convolutions outnumber the other contractions, else 128. */
 static int mono_block(const sched_program *p)
@@ -1075,7 +1081,9 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
         if (st == KILN_OK && !(share_env && strcmp(share_env, "0") == 0) && !(pr.share = cg_share_new()))
             st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
         e.want_block = want_block ? want_block : mono_block(p);
-        pr.blocks_per_sm = per_sm ? per_sm : MONO_BLOCKS_PER_SM;
+        pr.blocks_per_sm = per_sm                     ? per_sm
+                           : mono_block(p) == 256 ? MONO_BLOCKS_PER_SM_CONVS
+                                                  : MONO_BLOCKS_PER_SM_PRODUCTS;
         /* every rOperator within its share of a multiprocessor's shared memory
          * (of which each resident block also costs 1 KB the system keeps) */
         int share = (e.gpu.smem_per_block_optin + 1024) / pr.blocks_per_sm - 1024;
