@@ -219,6 +219,10 @@ PY
     expect cuda_cluster_not_mono 0 "gemm, no cluster" -- sh -c "out=\$(KILN_GEMM_CLUSTERS=1 '$kiln' inspect '$tmp/ffn2.onnx' --schedule mono \
         --precision fp16) && printf '%s' \"\$out\" | grep -q '\[kg_gemm' && ! printf '%s' \"\$out\" | grep -q 'cluster of' \
         && echo 'gemm, no cluster'"
+    # a product of 2048 x 768 outputs is large: three blocks a multiprocessor
+    # by default, not the one block small products get
+    expect cuda_mono_large_product_config 0 "built for 3 a multiprocessor" -- "$kiln" inspect "$tmp/ffn2.onnx" \
+        --schedule mono --precision fp16
 
     # BERT's query, key and value at batch 16: three 2048 x 768 x 768 products
     # of one A in one wave choose their tiles together (192 x 192: 3 x 44

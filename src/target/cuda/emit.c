@@ -524,13 +524,19 @@ static kiln_status check_op(cg_emitter *e, const sched_group *grp, const cg_op *
  * and 1.75 ms with 128 (the 128-thread implicit-GEMM tiles are the weak
  * ones: kernels-mode ResNet-50 restricted to them takes 1.18 ms instead of
  * 0.68). Since identical rOperators share their code (share.c), one
- * block per multiprocessor is best where products dominate (it gives each
- * product a multiprocessor's shared memory: TMA tiles of 12 stages): BERT
- * b1 637 us at 128x1 against 818 at 128x3, ViT-B/16 927 against 1159
- * (256x1: 911); three where convolutions do: ResNet-50 759 us at 256x3,
- * 780 at 256x1, 1464 at 128x1 (one H100, one run each). */
-#define MONO_BLOCKS_PER_SM_PRODUCTS 1
-#define MONO_BLOCKS_PER_SM_CONVS 3
+ * block per multiprocessor is best where a few small products dominate
+ * (it gives each product a multiprocessor's shared memory: TMA tiles of 12
+ * stages): BERT b1 637 us at 128x1 against 818 at 128x3, ViT-B/16 927
+ * against 1159 (256x1: 911); not where the products are large: BERT b16
+ * took 3445 us at 128x1 (its products have 16 times the rows: 15 tiles a
+ * multiprocessor, which one block of four warps runs one after another).
+ * Three where convolutions dominate: ResNet-50 759 us at 256x3, 780 at
+ * 256x1, 1464 at 128x1 (one H100, one run each). The line between small
+ * and large: the largest product's output, at most MONO_SMALL_PRODUCT
+ * elements (ViT b1's largest is 0.6 M, BERT b16's 6.3 M). */
+#define MONO_BLOCKS_PER_SM_SMALL 1
+#define MONO_BLOCKS_PER_SM 3
+#define MONO_SMALL_PRODUCT (1 << 20)
 
 /* 256 threads when convolutions outnumber the other contractions, else 128. */
 static int mono_block(const sched_program *p)
@@ -542,6 +548,20 @@ static int mono_block(const sched_program *p)
         others += kind == SCHED_GROUP_GEMM || kind == SCHED_GROUP_ATTENTION;
     }
     return convs > others ? 256 : 128;
+}
+
+/* Blocks per multiprocessor: one where products of at most
+ * MONO_SMALL_PRODUCT output elements dominate, else MONO_BLOCKS_PER_SM. */
+static int mono_blocks_per_sm(const sched_program *p)
+{
+    if (mono_block(p) == 256) return MONO_BLOCKS_PER_SM;
+    int64_t largest = 0;
+    for (int s = 0; s < p->n_groups; s++) {
+        const sched_group *grp = p->groups[s];
+        if (grp->kind != SCHED_GROUP_GEMM) continue;
+        for (int i = 0; i < grp->n_out; i++) largest = KILN_MAX(largest, ir_numel(&grp->out[i]->t));
+    }
+    return largest <= MONO_SMALL_PRODUCT ? MONO_BLOCKS_PER_SM_SMALL : MONO_BLOCKS_PER_SM;
 }
 
 /* e->gemm_share: for each GEMM group, how many identical products of the
@@ -1081,9 +1101,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
         if (st == KILN_OK && !(share_env && strcmp(share_env, "0") == 0) && !(pr.share = cg_share_new()))
             st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
         e.want_block = want_block ? want_block : mono_block(p);
-        pr.blocks_per_sm = per_sm                     ? per_sm
-                           : mono_block(p) == 256 ? MONO_BLOCKS_PER_SM_CONVS
-                                                  : MONO_BLOCKS_PER_SM_PRODUCTS;
+        pr.blocks_per_sm = per_sm ? per_sm : mono_blocks_per_sm(p);
         /* every rOperator within its share of a multiprocessor's shared memory
          * (of which each resident block also costs 1 KB the system keeps) */
         int share = (e.gpu.smem_per_block_optin + 1024) / pr.blocks_per_sm - 1024;
