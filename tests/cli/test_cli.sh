@@ -141,6 +141,7 @@ if [ -d "$data/node/test_add_bcast" ]; then
     # mono: rOperators that differ only in their tensors' places share one
     # body (the two Reshapes of the expanded layer norm, ReduceMean twice);
     # KILN_SHARE_CODE=0 gives each its own
+    expect inspect_mono_shared_code 0 "the code of 10 rOperators in 8 bodies" -- "$kiln" inspect "$ln" --schedule mono
     expect cuda_mono_shared_code 0 "the code of 10 rOperators in 8 bodies" -- \
         "$kiln" compile "$ln" --target cuda --schedule mono --precision fp16 -o "$tmp/ln_mono.kiln"
     expect cuda_mono_own_code 0 "0" -- sh -c "KILN_SHARE_CODE=0 '$kiln' compile '$ln' --target cuda --schedule mono \

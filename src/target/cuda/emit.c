@@ -445,13 +445,16 @@ static const char *schedule_name(const program *pr)
 }
 
 /* Appends the mono counts: "114 groups in 1 kernel (1 persistent), 88 grid
- * barriers (113 before merging)[, replaced by waits on N completion counters]". */
+ * barriers (113 before merging)[, replaced by waits on N completion counters][; the code
+ * of N rOperators in M bodies]". */
 static void mono_counts(const program *pr, base_str *s)
 {
     base_str_printf(s, "%d group%s in %d kernel%s (%d persistent), %d grid barriers (%d before merging)", pr->groups,
                     pr->groups == 1 ? "" : "s", pr->kernels, pr->kernels == 1 ? "" : "s", pr->persistent,
                     pr->barriers_after, pr->barriers_before);
     if (pr->waits) base_str_printf(s, ", replaced by waits on %d completion counters", pr->n_waits);
+    int bodies, shared = cg_share_count(pr->share, &bodies);
+    if (shared) base_str_printf(s, "; the code of %d rOperators in %d bodies", shared, bodies);
 }
 
 static kiln_status add_launch(cg_emitter *e, program *pr, int segment, const cg_op *op, int id, const char *label,
@@ -1121,8 +1124,6 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
         base_str_init(&line);
         base_str_cat(&line, "mono: ");
         mono_counts(&pr, &line);
-        int bodies, shared = cg_share_count(pr.share, &bodies);
-        if (shared) base_str_printf(&line, "; the code of %d rOperators in %d bodies", shared, bodies);
         if (!line.oom) progress(o, base_str_get(&line));
         base_str_free(&line);
     }

@@ -19,8 +19,8 @@
  * us against 481 on an H100; as arguments, in registers.)
  * The constants are recognised where cg_ptr and the emitters print them:
  * "c->arena + N", "c->weights + N", "c->io[N]", "kg_tmaps[N]" and
- * "KG_SITE_N". Code with anything before op_<id> but comments (a helper
- * or a table of its own) is left as it is.
+ * "KG_SITE_N". Code with anything before op_<id> but comments, or after
+ * its body (a helper or a table of its own), is left as it is.
  */
 #include "target/cuda/cuda-impl.h"
 
@@ -128,6 +128,10 @@ kiln_status cg_share_op(cg_emitter *e, cg_share *sh, int id, size_t start, bool 
     while (line > text && line[-1] != '\n') line--;
     if (!only_comments(text, (size_t)(line - text))) return KILN_OK;
     const char *fn = at + strlen(def);
+    /* one function and nothing after it: another definition or a macro
+     * would land inside the shared body (#pragma unroll is the body's own) */
+    if (strstr(fn, "__device__") || strstr(fn, "__global__") || strstr(fn, "#define") || strstr(fn, "#if"))
+        return KILN_OK;
 
     base_str canon, values;
     base_str_init(&canon);
