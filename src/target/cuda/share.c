@@ -163,7 +163,7 @@ kiln_status cg_share_op(cg_emitter *e, cg_share *sh, int id, size_t start, bool 
         }
     }
     if (st == KILN_OK && b) {
-        /* rewrite: the comments, the body when it is new, the table, the call */
+        /* rewrite: the comments, the body when it is new, the call with the constants */
         base_str out;
         base_str_init(&out);
         base_str_printf(&out, "%.*s", (int)(line - text), text);
