@@ -1,0 +1,155 @@
+/*
+ * test_share.c: share.c, the one copy of identical rOperators' code under
+ * --schedule=mono: which texts share a body, what the calls pass, and what
+ * is left alone. No NVRTC or GPU: the texts are the emitters' shapes.
+ */
+#include "unit.h"
+
+#include "target/cuda/cuda-impl.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* An rOperator's text as the emitters write it: a comment, op_<id>, its
+ * tensors at arena offset `x` and weights offset `w`, a fault site, and a
+ * shape constant `rows` that is not a place. */
+static void append_op(base_str *s, int id, int x, int w, int rows)
+{
+    base_str_printf(s,
+                    "/* group %d (ews): Relu */\n"
+                    "static __device__ void op_%d(const kiln_gctx *c, int t)\n{\n"
+                    "    const float *a = ((const float *)(c->arena + %d));\n"
+                    "    const float *b = ((const float *)(c->weights + %d));\n"
+                    "    float *y = ((float *)c->io[1]);\n"
+                    "    if (t > %d) kg_fault(c, KG_FAULT_INDEX, KG_SITE_%d);\n"
+                    "#pragma unroll\n"
+                    "    for (int i = 0; i < 4; i++) y[t * 4 + i] = a[i] + b[i];\n"
+                    "}\n\n",
+                    id, id, x, w, rows, id);
+}
+
+typedef struct fixture {
+    cg_emitter e;
+    base_diag d;
+    cg_share *sh;
+} fixture;
+
+static void setup(fixture *f)
+{
+    memset(f, 0, sizeof(*f));
+    base_diag_init(&f->d);
+    f->e.d = &f->d;
+    base_str_init(&f->e.code);
+    f->sh = cg_share_new();
+    UNIT_CHECK(f->sh != NULL);
+}
+
+static void teardown(fixture *f)
+{
+    cg_share_free(f->sh);
+    base_str_free(&f->e.code);
+    base_diag_free(&f->d);
+}
+
+/* Appends op `id` and shares it; returns whether it was rewritten. */
+static bool add(fixture *f, int id, int x, int w, int rows)
+{
+    size_t start = f->e.code.len;
+    append_op(&f->e.code, id, x, w, rows);
+    bool rewritten = false;
+    UNIT_CHECK_EQ_INT(cg_share_op(&f->e, f->sh, id, start, &rewritten), KILN_OK);
+    return rewritten;
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+    return n;
+}
+
+UNIT_TEST(share_identical_ops_call_one_body)
+{
+    fixture f;
+    setup(&f);
+    UNIT_CHECK(add(&f, 3, 128, 0, 7));
+    UNIT_CHECK(add(&f, 9, 4096, 512, 7));
+    const char *code = base_str_get(&f.e.code);
+    UNIT_CHECK_EQ_INT(count(code, "__noinline__ void opb_"), 1);
+    UNIT_CHECK_STR_CONTAINS(code, "static __device__ __noinline__ void opb_3(const kiln_gctx *c, int t, kg_u64 kg_v0, "
+                                  "kg_u64 kg_v1, kg_u64 kg_v2, kg_u64 kg_v3)");
+    UNIT_CHECK_STR_CONTAINS(code, "((const float *)(c->arena + kg_v0))");
+    UNIT_CHECK_STR_CONTAINS(code, "c->io[kg_v2]");
+    UNIT_CHECK_STR_CONTAINS(code, "kg_fault(c, KG_FAULT_INDEX, kg_v3)");
+    UNIT_CHECK_STR_CONTAINS(code, "if (t > 7)"); /* a shape constant stays in the body */
+    UNIT_CHECK_STR_CONTAINS(code, "void op_3(const kiln_gctx *c, int t) { opb_3(c, t, 128ull, 0ull, 1ull, KG_SITE_3); }");
+    UNIT_CHECK_STR_CONTAINS(code, "void op_9(const kiln_gctx *c, int t) { opb_3(c, t, 4096ull, 512ull, 1ull, KG_SITE_9); }");
+    UNIT_CHECK_STR_CONTAINS(code, "/* group 9 (ews): Relu */"); /* each keeps its comment */
+    int bodies = 0;
+    UNIT_CHECK_EQ_INT(cg_share_count(f.sh, &bodies), 2);
+    UNIT_CHECK_EQ_INT(bodies, 1);
+    teardown(&f);
+}
+
+UNIT_TEST(share_other_shapes_get_their_own_body)
+{
+    fixture f;
+    setup(&f);
+    UNIT_CHECK(add(&f, 1, 0, 0, 7));
+    UNIT_CHECK(add(&f, 2, 64, 64, 8)); /* another bound: another body */
+    UNIT_CHECK(add(&f, 4, 256, 128, 8));
+    const char *code = base_str_get(&f.e.code);
+    UNIT_CHECK_EQ_INT(count(code, "__noinline__ void opb_"), 2);
+    UNIT_CHECK_STR_CONTAINS(code, "{ opb_2(c, t, 256ull, 128ull, 1ull, KG_SITE_4); }");
+    int bodies = 0;
+    UNIT_CHECK_EQ_INT(cg_share_count(f.sh, &bodies), 3);
+    UNIT_CHECK_EQ_INT(bodies, 2);
+    teardown(&f);
+}
+
+UNIT_TEST(share_leaves_code_with_a_helper_alone)
+{
+    fixture f;
+    setup(&f);
+    /* a table before op_5, then one after op_6: neither may move into a shared body */
+    base_str_cat(&f.e.code, "static __device__ const int tab_5[2] = {1, 2};\n");
+    size_t start = f.e.code.len - strlen("static __device__ const int tab_5[2] = {1, 2};\n");
+    append_op(&f.e.code, 5, 0, 0, 7);
+    bool rewritten = true;
+    UNIT_CHECK_EQ_INT(cg_share_op(&f.e, f.sh, 5, start, &rewritten), KILN_OK);
+    UNIT_CHECK(!rewritten);
+    start = f.e.code.len;
+    append_op(&f.e.code, 6, 0, 0, 7);
+    base_str_cat(&f.e.code, "static __device__ const int tab_6[2] = {1, 2};\n");
+    UNIT_CHECK_EQ_INT(cg_share_op(&f.e, f.sh, 6, start, &rewritten), KILN_OK);
+    UNIT_CHECK(!rewritten);
+    const char *code = base_str_get(&f.e.code);
+    UNIT_CHECK_EQ_INT(count(code, "opb_"), 0);
+    UNIT_CHECK_STR_CONTAINS(code, "static __device__ void op_6(const kiln_gctx *c, int t)\n{");
+    UNIT_CHECK_EQ_INT(cg_share_count(f.sh, NULL), 0);
+    teardown(&f);
+}
+
+UNIT_TEST(share_suffixed_numbers_are_not_places)
+{
+    fixture f;
+    setup(&f);
+    /* "c->arena + 8u" is not how cg_ptr prints a place: it stays in the
+     * body, so texts that differ there do not share */
+    size_t start = f.e.code.len;
+    base_str_cat(&f.e.code, "static __device__ void op_1(const kiln_gctx *c, int t)\n{ (void)(c->arena + 8u); }\n\n");
+    bool rewritten = false;
+    UNIT_CHECK_EQ_INT(cg_share_op(&f.e, f.sh, 1, start, &rewritten), KILN_OK);
+    UNIT_CHECK(rewritten);
+    start = f.e.code.len;
+    base_str_cat(&f.e.code, "static __device__ void op_2(const kiln_gctx *c, int t)\n{ (void)(c->arena + 9u); }\n\n");
+    UNIT_CHECK_EQ_INT(cg_share_op(&f.e, f.sh, 2, start, &rewritten), KILN_OK);
+    const char *code = base_str_get(&f.e.code);
+    UNIT_CHECK_STR_CONTAINS(code, "(void)(c->arena + 8u)");
+    UNIT_CHECK_STR_CONTAINS(code, "(void)(c->arena + 9u)");
+    UNIT_CHECK_STR_CONTAINS(code, "{ opb_1(c, t); }");
+    int bodies = 0;
+    cg_share_count(f.sh, &bodies);
+    UNIT_CHECK_EQ_INT(bodies, 2);
+    teardown(&f);
+}
