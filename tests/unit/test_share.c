@@ -68,6 +68,19 @@ static int count(const char *hay, const char *needle)
     return n;
 }
 
+/* The code holds `defs` shared bodies and `text`; the share rewrote
+ * `rewritten` rOperators into `bodies` bodies. Then frees f. */
+static void expect_and_free(fixture *f, int defs, const char *text, int rewritten, int bodies)
+{
+    const char *code = base_str_get(&f->e.code);
+    UNIT_CHECK_EQ_INT(count(code, "__noinline__ void opb_"), defs);
+    UNIT_CHECK_STR_CONTAINS(code, text);
+    int got_bodies = -1;
+    UNIT_CHECK_EQ_INT(cg_share_count(f->sh, &got_bodies), rewritten);
+    UNIT_CHECK_EQ_INT(got_bodies, bodies);
+    teardown(f);
+}
+
 UNIT_TEST(share_identical_ops_call_one_body)
 {
     fixture f;
@@ -75,7 +88,6 @@ UNIT_TEST(share_identical_ops_call_one_body)
     UNIT_CHECK(add(&f, 3, 128, 0, 7));
     UNIT_CHECK(add(&f, 9, 4096, 512, 7));
     const char *code = base_str_get(&f.e.code);
-    UNIT_CHECK_EQ_INT(count(code, "__noinline__ void opb_"), 1);
     UNIT_CHECK_STR_CONTAINS(code, "static __device__ __noinline__ void opb_3(const kiln_gctx *c, int t, kg_u64 kg_v0, "
                                   "kg_u64 kg_v1, kg_u64 kg_v2, kg_u64 kg_v3)");
     UNIT_CHECK_STR_CONTAINS(code, "((const float *)(c->arena + kg_v0))");
@@ -85,10 +97,7 @@ UNIT_TEST(share_identical_ops_call_one_body)
     UNIT_CHECK_STR_CONTAINS(code, "void op_3(const kiln_gctx *c, int t) { opb_3(c, t, 128ull, 0ull, 1ull, KG_SITE_3); }");
     UNIT_CHECK_STR_CONTAINS(code, "void op_9(const kiln_gctx *c, int t) { opb_3(c, t, 4096ull, 512ull, 1ull, KG_SITE_9); }");
     UNIT_CHECK_STR_CONTAINS(code, "/* group 9 (ews): Relu */"); /* each keeps its comment */
-    int bodies = 0;
-    UNIT_CHECK_EQ_INT(cg_share_count(f.sh, &bodies), 2);
-    UNIT_CHECK_EQ_INT(bodies, 1);
-    teardown(&f);
+    expect_and_free(&f, 1, "opb_3(c, t, 4096ull", 2, 1);
 }
 
 UNIT_TEST(share_other_shapes_get_their_own_body)
@@ -98,13 +107,7 @@ UNIT_TEST(share_other_shapes_get_their_own_body)
     UNIT_CHECK(add(&f, 1, 0, 0, 7));
     UNIT_CHECK(add(&f, 2, 64, 64, 8)); /* another bound: another body */
     UNIT_CHECK(add(&f, 4, 256, 128, 8));
-    const char *code = base_str_get(&f.e.code);
-    UNIT_CHECK_EQ_INT(count(code, "__noinline__ void opb_"), 2);
-    UNIT_CHECK_STR_CONTAINS(code, "{ opb_2(c, t, 256ull, 128ull, 1ull, KG_SITE_4); }");
-    int bodies = 0;
-    UNIT_CHECK_EQ_INT(cg_share_count(f.sh, &bodies), 3);
-    UNIT_CHECK_EQ_INT(bodies, 2);
-    teardown(&f);
+    expect_and_free(&f, 2, "{ opb_2(c, t, 256ull, 128ull, 1ull, KG_SITE_4); }", 3, 2);
 }
 
 UNIT_TEST(share_leaves_code_with_a_helper_alone)
@@ -123,11 +126,8 @@ UNIT_TEST(share_leaves_code_with_a_helper_alone)
     base_str_cat(&f.e.code, "static __device__ const int tab_6[2] = {1, 2};\n");
     UNIT_CHECK_EQ_INT(cg_share_op(&f.e, f.sh, 6, start, &rewritten), KILN_OK);
     UNIT_CHECK(!rewritten);
-    const char *code = base_str_get(&f.e.code);
-    UNIT_CHECK_EQ_INT(count(code, "opb_"), 0);
-    UNIT_CHECK_STR_CONTAINS(code, "static __device__ void op_6(const kiln_gctx *c, int t)\n{");
-    UNIT_CHECK_EQ_INT(cg_share_count(f.sh, NULL), 0);
-    teardown(&f);
+    UNIT_CHECK_EQ_INT(count(base_str_get(&f.e.code), "opb_"), 0);
+    expect_and_free(&f, 0, "static __device__ void op_6(const kiln_gctx *c, int t)\n{", 0, 0);
 }
 
 UNIT_TEST(share_suffixed_numbers_are_not_places)
@@ -147,9 +147,5 @@ UNIT_TEST(share_suffixed_numbers_are_not_places)
     const char *code = base_str_get(&f.e.code);
     UNIT_CHECK_STR_CONTAINS(code, "(void)(c->arena + 8u)");
     UNIT_CHECK_STR_CONTAINS(code, "(void)(c->arena + 9u)");
-    UNIT_CHECK_STR_CONTAINS(code, "{ opb_1(c, t); }");
-    int bodies = 0;
-    cg_share_count(f.sh, &bodies);
-    UNIT_CHECK_EQ_INT(bodies, 2);
-    teardown(&f);
+    expect_and_free(&f, 2, "{ opb_1(c, t); }", 2, 2);
 }
