@@ -137,7 +137,9 @@ if [ -d "$data/node/test_add_bcast" ]; then
     expect inspect_bad_precision 1 "bad --precision 'fp8'" -- "$kiln" inspect "$ln" --schedule mono --precision fp8
     # the default kernel-wide configuration: one block of 128 threads per
     # multiprocessor where convolutions do not dominate
-    expect inspect_schedule_default_config 0 "built for 1 a multiprocessor" -- "$kiln" inspect "$ln" --schedule mono
+    expect inspect_schedule_default_config 0 "blocks of 128 threads, 1 a multiprocessor" -- "$kiln" inspect "$ln" --schedule mono
+    expect inspect_schedule_named_config 0 "blocks of 256 threads, 2 a multiprocessor" -- "$kiln" inspect "$ln" \
+        --schedule mono:256x2
     # mono: rOperators that differ only in their tensors' places share one
     # body (the two Reshapes of the expanded layer norm, ReduceMean twice);
     # KILN_SHARE_CODE=0 gives each its own
@@ -222,7 +224,7 @@ PY
         && echo 'gemm, no cluster'"
     # a product of 2048 x 768 outputs is large: three blocks a multiprocessor
     # by default, not the one block small products get
-    expect cuda_mono_large_product_config 0 "built for 3 a multiprocessor" -- "$kiln" inspect "$tmp/ffn2.onnx" \
+    expect cuda_mono_large_product_config 0 "blocks of 128 threads, 3 a multiprocessor" -- "$kiln" inspect "$tmp/ffn2.onnx" \
         --schedule mono --precision fp16
 
     # BERT's query, key and value at batch 16: three 2048 x 768 x 768 products

@@ -430,6 +430,7 @@ typedef struct program {
     bool unmerged;         /* mono-unmerged: a stage per group (no barrier merging) */
     int n_waits;           /* mono with waits: counters waited on, after the transitive reduction */
     int blocks_per_sm;     /* mono: resident blocks per multiprocessor each kernel is built for */
+    int block;             /* mono: threads a block (cg_emitter.want_block) */
     int groups, barriers_before, barriers_after; /* mono: kernels' groups, barriers before and after merging */
     int persistent;        /* mono: kernels with more than one stage */
     int kernels;           /* launches that are kernels (not host segments) */
@@ -446,7 +447,7 @@ static const char *schedule_name(const program *pr)
 
 /* Appends the mono counts: "114 groups in 1 kernel (1 persistent), 88 grid
  * barriers (113 before merging)[, replaced by waits on N completion counters][; the code
- * of N rOperators in M bodies]". */
+ * of N rOperators in M bodies]; blocks of 128 threads, 1 a multiprocessor". */
 static void mono_counts(const program *pr, base_str *s)
 {
     base_str_printf(s, "%d group%s in %d kernel%s (%d persistent), %d grid barriers (%d before merging)", pr->groups,
@@ -455,6 +456,7 @@ static void mono_counts(const program *pr, base_str *s)
     if (pr->waits) base_str_printf(s, ", replaced by waits on %d completion counters", pr->n_waits);
     int bodies, shared = cg_share_count(pr->share, &bodies);
     if (shared) base_str_printf(s, "; the code of %d rOperators in %d bodies", shared, bodies);
+    base_str_printf(s, "; blocks of %d threads, %d a multiprocessor", pr->block, pr->blocks_per_sm);
 }
 
 static kiln_status add_launch(cg_emitter *e, program *pr, int segment, const cg_op *op, int id, const char *label,
@@ -1105,6 +1107,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
             st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
         e.want_block = want_block ? want_block : mono_block(p);
         pr.blocks_per_sm = per_sm ? per_sm : mono_blocks_per_sm(p);
+        pr.block = e.want_block;
         /* every rOperator within its share of a multiprocessor's shared memory
          * (of which each resident block also costs 1 KB the system keeps) */
         int share = (e.gpu.smem_per_block_optin + 1024) / pr.blocks_per_sm - 1024;
