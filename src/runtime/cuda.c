@@ -312,15 +312,11 @@ kiln_status rt_cuda_module_function(CUmodule m, const char *name, CUfunction *ou
 kiln_status rt_cuda_module_global(CUmodule m, const char *name, CUdeviceptr *at, size_t *bytes, base_diag *d)
 {
     KILN_ASSERT(cu != NULL);
+    CUresult r = cu->cuModuleGetGlobal(at, bytes, m, name);
+    if (r != CUDA_ERROR_NOT_FOUND) return KILN_CU_CHECK(d, r);
     *at = 0;
     *bytes = 0;
-    CUresult r = cu->cuModuleGetGlobal(at, bytes, m, name);
-    if (r == CUDA_ERROR_NOT_FOUND) {
-        *at = 0;
-        *bytes = 0;
-        return KILN_OK;
-    }
-    return KILN_CU_CHECK(d, r);
+    return KILN_OK;
 }
 
 kiln_status rt_cuda_run_device(int *dev, base_diag *d)

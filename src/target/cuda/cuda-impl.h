@@ -125,18 +125,18 @@ void cg_tmaps_define(const cg_emitter *e, base_str *s);
  * launch the kernel early: gprog.h): __launch_bounds__(block[, min_blocks])
  * (min_blocks 0: none) and, for cluster > 1, KG_CLUSTER(cluster). Every
  * kernel kiln builds, tunes or benchmarks opens so. */
+void cg_kernel_head(base_str *s, const char *name, int block, int min_blocks, int cluster);
+
 /* share.c: one copy of the code of rOperators that differ only in their
  * tensors' places (--schedule=mono). cg_share_op rewrites op_<id>, which
  * the emitter just appended to e->code at `start`, into a call of a shared
- * body with its table of constants; *rewritten tells whether it did. */
+ * body with its constants as arguments; *rewritten tells whether it did. */
 typedef struct cg_share cg_share;
 cg_share *cg_share_new(void); /* NULL when out of memory */
 void cg_share_free(cg_share *sh);
 kiln_status cg_share_op(cg_emitter *e, cg_share *sh, int id, size_t start, bool *rewritten);
 /* rOperators rewritten so far; *bodies: the distinct bodies among them. */
 int cg_share_count(const cg_share *sh, int *bodies);
-
-void cg_kernel_head(base_str *s, const char *name, int block, int min_blocks, int cluster);
 
 /* ---- what compiles, by group kind (emit_*.c) ------------------------------------ */
 

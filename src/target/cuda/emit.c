@@ -555,11 +555,12 @@ static int mono_block(const sched_program *p)
     return convs > others ? 256 : 128;
 }
 
-/* Blocks per multiprocessor: one where products of at most
- * MONO_SMALL_PRODUCT output elements dominate, else MONO_BLOCKS_PER_SM. */
-static int mono_blocks_per_sm(const sched_program *p)
+/* Blocks per multiprocessor for blocks of `block` threads (mono_block):
+ * one where products of at most MONO_SMALL_PRODUCT output elements
+ * dominate, else MONO_BLOCKS_PER_SM. */
+static int mono_blocks_per_sm(const sched_program *p, int block)
 {
-    if (mono_block(p) == 256) return MONO_BLOCKS_PER_SM;
+    if (block == 256) return MONO_BLOCKS_PER_SM;
     int64_t largest = 0;
     for (int s = 0; s < p->n_groups; s++) {
         const sched_group *grp = p->groups[s];
@@ -1106,7 +1107,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
         if (st == KILN_OK && !(share_env && strcmp(share_env, "0") == 0) && !(pr.share = cg_share_new()))
             st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
         e.want_block = want_block ? want_block : mono_block(p);
-        pr.blocks_per_sm = per_sm ? per_sm : mono_blocks_per_sm(p);
+        pr.blocks_per_sm = per_sm ? per_sm : mono_blocks_per_sm(p, e.want_block);
         pr.block = e.want_block;
         /* every rOperator within its share of a multiprocessor's shared memory
          * (of which each resident block also costs 1 KB the system keeps) */
