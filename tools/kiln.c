@@ -178,8 +178,9 @@ static const char compile_help[] =
     "                     after every group (the ablation's base). A mono schedule\n"
     "                     may name its kernel-wide configuration, mono:256x2: 128 or\n"
     "                     256 threads a block, 1..5 blocks per multiprocessor\n"
-    "                     (default: 256x3 where convolutions dominate, 128x1 where\n"
-    "                     small products do, else 128x3)\n"
+    "                     (default: what `kiln tune --schedule mono` chose for the\n"
+    "                     model on this GPU, else 256x3 where convolutions dominate,\n"
+    "                     128x1 where small products do, else 128x3)\n"
     "  --tune             cuda: time each GEMM/conv's template candidates on the GPU\n"
     "                     and keep the fastest in the tuning database\n"
     "  --tuning-db FILE   cuda: the SQLite tuning database (default\n"
@@ -200,7 +201,8 @@ static const char compile_help[] =
 static const char tune_help[] =
     "USAGE\n"
     "  kiln tune MODEL [--budget DURATION] [--precision fp32|fp16|bf16]\n"
-    "            [--schedule kernels|mono|...] [--tuning-db FILE] [--shape NAME=D0xD1x...]... [--quiet]\n"
+    "            [--schedule kernels|mono|...] [--configs LIST] [--tuning-db FILE]\n"
+    "            [--shape NAME=D0xD1x...]... [--quiet]\n"
     "\n"
     "Times the template candidates (tiles, stages, split-K, clusters) of MODEL's\n"
     "GEMMs and convolutions on GPU 0, as `kiln compile --target cuda --tune` does,\n"
@@ -214,8 +216,20 @@ static const char tune_help[] =
     "and is not timed twice. The schedule matters: --schedule mono offers the\n"
     "templates of its block size, so tune with the schedule you compile with.\n"
     "\n"
-    "  --budget D         time spent timing candidates: 90s, 10m, 1h or seconds\n"
-    "                     (default: no limit)\n"
+    "A mono schedule without a configuration (--schedule mono, not mono:128x3)\n"
+    "also tunes the persistent kernel's configuration (MonoNN's Algorithm 1): for\n"
+    "each block size (128, 256) and blocks per multiprocessor (1..5), the heuristic's\n"
+    "first, the model is compiled with its GEMMs and convolutions tuned for it, run\n"
+    "once (its outputs must match the first configuration's) and timed whole (median\n"
+    "of 100 runs, inputs and outputs in device memory). Each time is kept in the\n"
+    "database as it is measured; the fastest is what later compiles with that mono\n"
+    "schedule take on this GPU, unless the schedule names a configuration. A table\n"
+    "of the configurations and their times ends the run.\n"
+    "\n"
+    "  --budget D         time spent timing candidates (with a mono sweep: the whole\n"
+    "                     run; configurations not started by then are left for the\n"
+    "                     next run): 90s, 10m, 1h or seconds (default: no limit)\n"
+    "  --configs LIST     with a mono sweep: only these configurations (128x1,256x3)\n"
     "  --precision P      storage of float activations and weights (default fp32)\n"
     "  --schedule S       kernels (default) or a mono schedule (kiln help compile)\n"
     "  --tuning-db FILE   the SQLite tuning database (default $KILN_TUNING_DB or\n"
@@ -588,6 +602,7 @@ typedef struct cli_args {
     int threads, warmup, iterations;
     int profile_top; /* stages --profile lists; 0: all */
     double budget_s; /* tune --budget; 0: none */
+    const char *configs; /* tune --configs: mono configurations to try ("128x1,256x3"); NULL: all */
 } cli_args;
 
 /* "90s", "10m", "1h", "1.5h" or plain seconds; false unless positive and finite. */
@@ -658,7 +673,8 @@ static int parse_args(const char *cmd, int argc, char **argv, cli_args *a)
         } else if (strcmp(x, "--budget") == 0 && has_val && strcmp(cmd, "tune") == 0) {
             if (!parse_duration(argv[++i], &a->budget_s))
                 return usage_error(cmd, "bad --budget '%s' (want 90s, 10m, 1h or seconds)", argv[i]);
-        } else if (x[0] == '-') return usage_error(cmd, "unknown option or missing value '%s'", x);
+        } else if (strcmp(x, "--configs") == 0 && has_val && strcmp(cmd, "tune") == 0) a->configs = argv[++i];
+        else if (x[0] == '-') return usage_error(cmd, "unknown option or missing value '%s'", x);
         else if (!a->path) a->path = x;
         else return usage_error(cmd, "unexpected argument '%s'", x);
     }
@@ -1088,45 +1104,6 @@ static int cmd_compile(int argc, char **argv)
     return rc;
 }
 
-/* ---- tune --------------------------------------------------------------------------------- */
-
-static int cmd_tune(int argc, char **argv)
-{
-    cli_args a;
-    int rc = parse_args("tune", argc, argv, &a);
-    if (rc >= 0) return rc;
-    if (!a.path) return usage_error("tune", "%s", "a MODEL is required");
-    if (a.artifact_out) return usage_error("tune", "%s", "writes no artifact (-o): kiln compile --tune does");
-    base_diag d;
-    base_diag_init(&d);
-    /* without a GPU the compile would only choose by heuristics: say so */
-    kiln_status st = rt_cuda_open(&d);
-    if (st == KILN_OK && rt_cuda_device_count() < 1)
-        st = base_diag_add(&d, KILN_ERR_NO_DEVICE, "no CUDA device");
-    if (st != KILN_OK) {
-        fprintf(stderr, "kiln tune: times candidates on a CUDA GPU, and there is none here (%s)\n",
-                base_diag_text(&d));
-        base_diag_free(&d);
-        return exit_code(st);
-    }
-    ir_model *m = NULL;
-    api_compile_report rep;
-    char tmp[512] = "";
-    double t0 = now_s();
-    st = load_for_compile(&a, &m, &d);
-    if (st == KILN_OK && !temp_artifact(tmp, sizeof(tmp)))
-        st = base_diag_add(&d, KILN_ERR_IO, "cannot make a temporary file");
-    if (st == KILN_OK) st = compile_model(m, &a, tmp, &rep, &d);
-    if (tmp[0]) remove(tmp);
-    if (st == KILN_OK && !a.quiet)
-        printf("tuned %s for this GPU (%s, %s schedule) in %.1f s; compiles of the same work now use the results\n",
-               a.path, a.precision ? a.precision : "fp32", a.schedule ? a.schedule : "kernels", now_s() - t0);
-    rc = st == KILN_OK ? 0 : fail(st, &d, a.path);
-    ir_model_free(m);
-    base_diag_free(&d);
-    return rc;
-}
-
 /* ---- bench -------------------------------------------------------------------------------- */
 
 typedef struct stage_time {
@@ -1318,6 +1295,266 @@ static int cmd_bench(int argc, char **argv)
     release_all(ins, IR_EVAL_MAX_IO);
     release_all(outs, IR_EVAL_MAX_IO);
     kiln_rt_free(rm);
+    ir_model_free(m);
+    base_diag_free(&d);
+    return rc;
+}
+
+/* ---- tune: the mono schedules' kernel-wide configuration (MonoNN Alg. 1) ------------------- *
+ * For each configuration (block size x blocks per multiprocessor) the model
+ * is compiled with its groups tuned under it, then run and timed whole: a
+ * sum of the groups' own times would miss how the members of a persistent
+ * kernel overlap and wait for each other. Each time goes into the tuning
+ * database as it is measured (an interrupted sweep goes on from there), and
+ * the fastest becomes the configuration mono compiles of the model take. */
+
+#define MONO_MAX_PER_SM 5
+#define MONO_TUNE_WARMUP 10
+#define MONO_TUNE_RUNS 100
+
+typedef struct mono_cfg {
+    int block, per_sm;
+    double us;       /* median latency; 0: none */
+    char how[240];   /* "measured", "from the tuning database (DATE)" or why it has no time */
+} mono_cfg;
+
+/* --configs "128x1,256x3", or every configuration (the heuristic's first:
+ * with a budget it is the one surely timed). OUT: c, *n. */
+static kiln_status mono_configs(const char *list, int heur_block, int heur_per_sm, mono_cfg *c, int max, int *n,
+                                base_diag *d)
+{
+    *n = 0;
+    if (!list) {
+        c[(*n)++] = (mono_cfg){.block = heur_block, .per_sm = heur_per_sm};
+        for (int b = 128; b <= 256; b += 128)
+            for (int k = 1; k <= MONO_MAX_PER_SM && *n < max; k++)
+                if (b != heur_block || k != heur_per_sm) c[(*n)++] = (mono_cfg){.block = b, .per_sm = k};
+        return KILN_OK;
+    }
+    for (const char *q = list; *q;) {
+        char *end;
+        long b = strtol(q, &end, 10), k = *end == 'x' ? strtol(end + 1, &end, 10) : 0;
+        if ((*end && (*end != ',' || !end[1])) || (b != 128 && b != 256) || k < 1 || k > MONO_MAX_PER_SM)
+            return base_diag_add(d, KILN_ERR_INVALID_ARG, "bad --configs '%s': a list of BLOCKxN, BLOCK 128 or 256 "
+                                 "threads, N 1..%d blocks per multiprocessor (128x1,256x3)", list, MONO_MAX_PER_SM);
+        for (int i = 0; i < *n; i++)
+            if (c[i].block == b && c[i].per_sm == k)
+                return base_diag_add(d, KILN_ERR_INVALID_ARG, "bad --configs '%s': %ldx%ld twice", list, b, k);
+        if (*n == max) return base_diag_add(d, KILN_ERR_INVALID_ARG, "bad --configs '%s': too many", list);
+        c[(*n)++] = (mono_cfg){.block = (int)b, .per_sm = (int)k};
+        q = *end ? end + 1 : end;
+    }
+    return KILN_OK;
+}
+
+/* Whether got matches want within twice the precision's tolerance (both
+ * are kiln's results, each within it of the truth). OUT: why, when not. */
+static bool outputs_agree(const ir_graph *g, const ir_tensor *got, const ir_tensor *want, const char *precision,
+                          char *why, size_t n)
+{
+    for (int i = 0; i < g->n_outputs; i++) {
+        api_tolerance tol = api_tolerance_for_precision(want[i].dtype, precision);
+        tol.rtol *= 2;
+        tol.atol *= 2;
+        tol.scale *= 2;
+        api_compare c = api_compare_tensors(&got[i], &want[i], tol);
+        if (c.shape_ok && c.n_bad == 0) continue;
+        snprintf(why, n, "output '%s' differs from the first configuration's (%lld values, max abs err %.3g)",
+                 g->outputs[i]->name, (long long)c.n_bad, c.max_abs);
+        return false;
+    }
+    return true;
+}
+
+/* Compiles m under schedule (groups tuned within budget_s, 0: no limit),
+ * runs it once for its outputs and times MONO_TUNE_RUNS runs with inputs
+ * and outputs in device memory. OUT: outs, *us (the median). */
+static kiln_status time_mono(ir_model *m, const cli_args *a, const char *schedule, double budget_s,
+                             const ir_tensor *ins, ir_tensor *outs, double *us, base_diag *d)
+{
+    cli_args ca = *a;
+    ca.schedule = schedule;
+    ca.budget_s = budget_s;
+    ca.device_io = true;
+    char tmp[512];
+    if (!temp_artifact(tmp, sizeof(tmp))) return base_diag_add(d, KILN_ERR_IO, "cannot make a temporary file");
+    api_compile_report rep;
+    kiln_rt_model *rm = NULL;
+    kiln_status st = compile_model(m, &ca, tmp, &rep, d);
+    if (st == KILN_OK && (st = kiln_rt_load(tmp, 1, &rm)) != KILN_OK) rt_error(st, d);
+    unlink(tmp);
+    if (st == KILN_OK) st = artifact_run(rm, ins, outs, d);
+    dev_io io = {0};
+    if (st == KILN_OK) st = dev_io_open(rm, ins, &io, d);
+    double lat[MONO_TUNE_RUNS];
+    for (int i = 0; i < MONO_TUNE_WARMUP && st == KILN_OK; i++) st = bench_run(rm, &ca, &io, ins, outs, d);
+    for (int i = 0; i < MONO_TUNE_RUNS && st == KILN_OK; i++) {
+        double t0 = now_s();
+        st = bench_run(rm, &ca, &io, ins, outs, d);
+        lat[i] = now_s() - t0;
+    }
+    if (st == KILN_OK) {
+        qsort(lat, MONO_TUNE_RUNS, sizeof(double), cmp_double);
+        *us = lat[MONO_TUNE_RUNS / 2] * 1e6;
+    }
+    dev_io_close(&io);
+    kiln_rt_free(rm);
+    return st;
+}
+
+static kiln_status tune_mono(ir_model *m, const cli_args *a, base_diag *d)
+{
+    double t0 = now_s();
+    ir_graph *g = m->graph;
+    /* the model's key and the heuristic's configuration */
+    base_arena pa;
+    base_arena_init(&pa);
+    sched_program p;
+    char key[128];
+    int heur_block = 0, heur_per_sm = 0;
+    kiln_status st = api_plan(g, &target_cuda, &p, &pa, d);
+    if (st == KILN_OK) {
+        target_cuda_mono_key(&p, a->schedule, a->precision, key, sizeof(key));
+        target_cuda_mono_heuristic(&p, &heur_block, &heur_per_sm);
+        sched_program_free(&p);
+    }
+    base_arena_free(&pa);
+    mono_cfg cfg[2 * MONO_MAX_PER_SM];
+    int n = 0;
+    if (st == KILN_OK) st = mono_configs(a->configs, heur_block, heur_per_sm, cfg, (int)KILN_COUNT(cfg), &n, d);
+    ir_tensor ins[IR_EVAL_MAX_IO] = {{0}}, first[IR_EVAL_MAX_IO] = {{0}}, outs[IR_EVAL_MAX_IO] = {{0}};
+    if (st == KILN_OK) st = graph_inputs(g, a, ins, d);
+    char base[32];
+    snprintf(base, sizeof(base), "%.*s", (int)strcspn(a->schedule, ":"), a->schedule);
+    bool have_first = false, over = false;
+    for (int i = 0; i < n && st == KILN_OK; i++) {
+        mono_cfg *c = &cfg[i];
+        char name[16], sched[64];
+        snprintf(name, sizeof(name), "%dx%d", c->block, c->per_sm);
+        snprintf(sched, sizeof(sched), "%s:%s", base, name);
+        target_mono_config row;
+        bool found = false;
+        base_diag w;
+        base_diag_init(&w);
+        if (target_cuda_mono_lookup(a->tuning_db, key, name, &row, &found, &w) == KILN_OK && found) {
+            c->us = row.us;
+            snprintf(c->how, sizeof(c->how), "from the tuning database (%s)", row.date);
+        } else if (over || (a->budget_s > 0 && now_s() - t0 >= a->budget_s)) {
+            over = true;
+            snprintf(c->how, sizeof(c->how), "not timed: the budget is spent (run again to go on)");
+        } else {
+            if (!a->quiet) fprintf(stderr, "kiln: tune %s: configuration %d of %d, %s (%.0f s so far)\n", key, i + 1, n,
+                                   name, now_s() - t0);
+            double left = a->budget_s > 0 ? KILN_MAX(1.0, a->budget_s - (now_s() - t0)) : 0;
+            base_diag cd;
+            base_diag_init(&cd);
+            kiln_status cst = time_mono(m, a, sched, left, ins, have_first ? outs : first, &c->us, &cd);
+            char why[200];
+            if (cst != KILN_OK && !have_first) release_all(first, IR_EVAL_MAX_IO);
+            if (cst == KILN_ERR_OOM) st = base_diag_add(d, cst, "%s", base_diag_text(&cd));
+            else if (cst != KILN_OK) {
+                snprintf(c->how, sizeof(c->how), "failed: %.200s", cd.n_msgs ? cd.msgs[0] : "unknown error");
+                c->us = 0;
+            } else if (have_first && !outputs_agree(g, outs, first, a->precision, why, sizeof(why))) {
+                snprintf(c->how, sizeof(c->how), "dropped: %s", why);
+                c->us = 0;
+            } else {
+                have_first = true;
+                snprintf(c->how, sizeof(c->how), "measured");
+                target_mono_config r = {.block = c->block, .per_sm = c->per_sm, .us = c->us};
+                if (target_cuda_mono_store(a->tuning_db, key, name, &r, &w) != KILN_OK && !a->quiet)
+                    fprintf(stderr, "kiln: tune: warning: %s (the result is not kept)\n", base_diag_text(&w));
+            }
+            base_diag_free(&cd);
+            release_all(outs, IR_EVAL_MAX_IO);
+            if (!a->quiet && c->us > 0)
+                fprintf(stderr, "kiln: tune %s: %s %.1f us\n", key, name, c->us);
+        }
+        base_diag_free(&w);
+    }
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (cfg[i].us > 0 && (best < 0 || cfg[i].us < cfg[best].us)) best = i;
+    if (st == KILN_OK) {
+        printf("kernel-wide configurations of %s (%s), whole-network latency:\n", a->path, key);
+        for (int i = 0; i < n; i++) {
+            char t[32] = "-";
+            if (cfg[i].us > 0) snprintf(t, sizeof(t), "%.1f us", cfg[i].us);
+            printf("  %3dx%d %12s  %s%s%s\n", cfg[i].block, cfg[i].per_sm, t, cfg[i].how,
+                   cfg[i].block == heur_block && cfg[i].per_sm == heur_per_sm ? "; the heuristic's choice" : "",
+                   i == best ? "; the fastest" : "");
+        }
+        if (best < 0) st = base_diag_add(d, KILN_ERR_UNSUPPORTED, "no configuration of %s could be timed", key);
+    }
+    if (st == KILN_OK) {
+        target_mono_config r = {.block = cfg[best].block, .per_sm = cfg[best].per_sm, .us = cfg[best].us};
+        st = target_cuda_mono_store(a->tuning_db, key, NULL, &r, d);
+    }
+    if (st == KILN_OK)
+        printf("chose %dx%d in %.1f s: %s compiles of this model on this GPU use it\n", cfg[best].block,
+               cfg[best].per_sm, now_s() - t0, base);
+    release_all(ins, IR_EVAL_MAX_IO);
+    release_all(first, IR_EVAL_MAX_IO);
+    release_all(outs, IR_EVAL_MAX_IO);
+    return st;
+}
+
+/* ---- tune --------------------------------------------------------------------------------- */
+
+/* Whether schedule is a mono schedule that names no configuration: kiln
+ * tune then tries them all (tune_mono). */
+static bool mono_without_config(const char *schedule)
+{
+    return schedule && strncmp(schedule, "mono", 4) == 0 && !strchr(schedule, ':');
+}
+
+static int cmd_tune(int argc, char **argv)
+{
+    cli_args a;
+    int rc = parse_args("tune", argc, argv, &a);
+    if (rc >= 0) return rc;
+    if (!a.path) return usage_error("tune", "%s", "a MODEL is required");
+    if (a.artifact_out) return usage_error("tune", "%s", "writes no artifact (-o): kiln compile --tune does");
+    if (a.configs && !mono_without_config(a.schedule))
+        return usage_error("tune", "%s", "--configs needs --schedule mono (or mono-barriers, mono-unmerged) "
+                                         "without a configuration");
+    mono_cfg cfg[2 * MONO_MAX_PER_SM];
+    int n_cfg;
+    base_diag cd;
+    base_diag_init(&cd);
+    if (a.configs && mono_configs(a.configs, 128, 1, cfg, (int)KILN_COUNT(cfg), &n_cfg, &cd) != KILN_OK) {
+        rc = usage_error("tune", "%s", base_diag_text(&cd));
+        base_diag_free(&cd);
+        return rc;
+    }
+    base_diag_free(&cd);
+    base_diag d;
+    base_diag_init(&d);
+    /* without a GPU the compile would only choose by heuristics: say so */
+    kiln_status st = rt_cuda_open(&d);
+    if (st == KILN_OK && rt_cuda_device_count() < 1)
+        st = base_diag_add(&d, KILN_ERR_NO_DEVICE, "no CUDA device");
+    if (st != KILN_OK) {
+        fprintf(stderr, "kiln tune: times candidates on a CUDA GPU, and there is none here (%s)\n",
+                base_diag_text(&d));
+        base_diag_free(&d);
+        return exit_code(st);
+    }
+    ir_model *m = NULL;
+    api_compile_report rep;
+    char tmp[512] = "";
+    double t0 = now_s();
+    st = load_for_compile(&a, &m, &d);
+    bool sweep = mono_without_config(a.schedule);
+    if (st == KILN_OK && sweep) st = tune_mono(m, &a, &d);
+    if (st == KILN_OK && !sweep && !temp_artifact(tmp, sizeof(tmp)))
+        st = base_diag_add(&d, KILN_ERR_IO, "cannot make a temporary file");
+    if (st == KILN_OK && !sweep) st = compile_model(m, &a, tmp, &rep, &d);
+    if (tmp[0]) remove(tmp);
+    if (st == KILN_OK && !a.quiet && !sweep)
+        printf("tuned %s for this GPU (%s, %s schedule) in %.1f s; compiles of the same work now use the results\n",
+               a.path, a.precision ? a.precision : "fp32", a.schedule ? a.schedule : "kernels", now_s() - t0);
+    rc = st == KILN_OK ? 0 : fail(st, &d, a.path);
     ir_model_free(m);
     base_diag_free(&d);
     return rc;

@@ -77,4 +77,26 @@ extern const target target_cuda;
  * else KILN_ERR_INVALID_ARG with what it takes in d. */
 kiln_status target_cuda_check_schedule(const char *schedule, base_diag *d);
 
+/* The mono schedules' kernel-wide configuration as `kiln tune` measured it
+ * (MonoNN Alg. 1): kept in the tuning database (tuning_db; NULL: the
+ * default) for GPU 0, its driver and this kiln build, under the model's key. */
+typedef struct target_mono_config {
+    int block, per_sm;  /* threads a block, blocks resident on a multiprocessor */
+    double us;          /* the whole network's latency, microseconds */
+    char date[32];      /* when it was measured (lookups) */
+} target_mono_config;
+
+/* The key of planned program p under schedule (its name before any ':')
+ * and precision: "mono fp16 model=0123456789abcdef". OUT: key, n bytes. */
+void target_cuda_mono_key(const sched_program *p, const char *schedule, const char *precision, char *key, size_t n);
+/* The configuration a mono compile of p takes when neither the schedule
+ * nor the tuning database names one. OUT: *block, *per_sm. */
+void target_cuda_mono_heuristic(const sched_program *p, int *block, int *per_sm);
+/* The row for config ("128x3"), or with config NULL the chosen one. No GPU
+ * or no database: an error in d. OUT: *found, *out when found. */
+kiln_status target_cuda_mono_lookup(const char *tuning_db, const char *key, const char *config,
+                                    target_mono_config *out, bool *found, base_diag *d);
+kiln_status target_cuda_mono_store(const char *tuning_db, const char *key, const char *config,
+                                   const target_mono_config *c, base_diag *d);
+
 #endif

@@ -162,10 +162,20 @@ expect tune_bad_budget 1 "bad --budget '10x'" -- "$kiln" tune "$mm" --budget 10x
 expect tune_zero_budget 1 "bad --budget '0'" -- "$kiln" tune "$mm" --budget 0
 expect tune_cuda_only 1 "cuda target only" -- "$kiln" tune "$mm" --target c
 expect tune_no_artifact 1 "writes no artifact" -- "$kiln" tune "$mm" -o "$tmp/t.kiln"
+# the mono sweep's configurations: checked before the GPU is looked for
+expect tune_configs_help 0 "--configs LIST" -- "$kiln" tune --help
+expect tune_configs_need_mono 1 "--configs needs --schedule mono" -- "$kiln" tune "$mm" --configs 128x1
+expect tune_configs_named_config 1 "--configs needs --schedule mono" -- "$kiln" tune "$mm" \
+    --schedule mono:128x1 --configs 128x1
+expect tune_configs_bad 1 "bad --configs '128x6'" -- "$kiln" tune "$mm" --schedule mono --configs 128x6
+expect tune_configs_block 1 "bad --configs '96x1'" -- "$kiln" tune "$mm" --schedule mono --configs 96x1
+expect tune_configs_twice 1 "256x2 twice" -- "$kiln" tune "$mm" --schedule mono --configs 256x2,128x1,256x2
+expect tune_configs_trailing 1 "bad --configs '128x1,'" -- "$kiln" tune "$mm" --schedule mono --configs 128x1,
 expect compile_no_budget 1 "unknown option or missing value '--budget'" -- "$kiln" compile "$mm" -o "$tmp/t.kiln" \
     --budget 1m
 if ! "$kiln" devices >/dev/null 2>&1; then
     expect tune_no_gpu 7 "there is none here" -- "$kiln" tune "$mm" --budget 1.5h --precision fp16
+    expect tune_mono_no_gpu 7 "there is none here" -- "$kiln" tune "$mm" --schedule mono --configs 128x1,256x3
 fi
 
 # The cuda target stores a GEMM's [k, n] weight transposed ([n, k], K-major

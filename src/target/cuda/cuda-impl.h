@@ -65,6 +65,10 @@ typedef struct cg_emitter {
      * size; one that cannot keeps its own size and the kernel ends there
      * (emit.c). Tuning keys name it, since it narrows the candidates. */
     int want_block;
+    /* mono schedules: the blocks of want_block threads resident on each
+     * multiprocessor (the kernel-wide configuration), so n_sms * mono_per_sm
+     * blocks run every stage; 0 in the kernels schedule */
+    int mono_per_sm;
     /* per group id: how many identical products (its own included) run side
      * by side with a GEMM group's, or NULL (emit.c, plan_gemm_share) */
     int *gemm_share;

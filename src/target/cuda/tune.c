@@ -871,3 +871,92 @@ void cg_tuner_close(cg_tuner *t)
     base_free(t->memos);
     base_free(t);
 }
+
+/* ---- the mono schedules' kernel-wide configuration (MonoNN Alg. 1) ------------------------- *
+ * `kiln tune --schedule mono` times the whole network once per configuration
+ * (block size x blocks per multiprocessor, its groups tuned under it) and
+ * keeps each time, and the winner, in the tuning database under the model's
+ * key (target_cuda_mono_key): "mono-config KEY BLOCKxN" and "mono-config KEY".
+ * A mono compile that names no configuration takes the winner. */
+
+void target_cuda_mono_key(const sched_program *p, const char *schedule, const char *precision, char *key, size_t n)
+{
+    uint64_t h = 0x6d6f6e6f;
+    for (int s = 0; s < p->n_groups; s++) {
+        const sched_group *grp = p->groups[s];
+        int head[2] = {grp->kind, grp->n_nodes};
+        h = base_hash_bytes(head, sizeof(head), h);
+        for (int i = 0; i < grp->n_nodes; i++) h = base_hash_bytes(&grp->nodes[i]->op, sizeof(grp->nodes[i]->op), h);
+        for (int i = 0; i < grp->n_out; i++) {
+            const ir_tensor *t = &grp->out[i]->t;
+            h = base_hash_bytes(&t->dtype, sizeof(t->dtype), h);
+            h = base_hash_bytes(t->dims, (size_t)t->rank * sizeof(t->dims[0]), h);
+        }
+    }
+    h = base_hash_bytes(&p->arena_bytes, sizeof(p->arena_bytes), h);
+    h = base_hash_bytes(&p->weight_bytes, sizeof(p->weight_bytes), h);
+    char base[32] = "mono";
+    if (schedule) snprintf(base, sizeof(base), "%.*s", (int)strcspn(schedule, ":"), schedule);
+    snprintf(key, n, "%s %s model=%016llx", base, precision ? precision : "fp32", (unsigned long long)h);
+}
+
+/* The database and the scope (device 0, the driver, this kiln build) a
+ * configuration is kept for. OUT: *db (NULL: no database), dev, build. */
+static kiln_status mono_db_open(const char *tuning_db, cg_tune_db **db, rt_cuda_device *dev, char *build, size_t n,
+                                base_diag *d)
+{
+    *db = NULL;
+    KILN_TRY(rt_cuda_open(d));
+    if (rt_cuda_device_count() < 1) return base_diag_add(d, KILN_ERR_NO_DEVICE, "no CUDA device");
+    KILN_TRY(rt_cuda_device_info(0, dev, d));
+    kiln_build(build, n);
+    char path[4096];
+    KILN_TRY(cg_tune_db_path(tuning_db, path, sizeof(path), d));
+    return cg_tune_db_open(path, db, d);
+}
+
+static void mono_row_key(char *out, size_t n, const char *key, const char *config)
+{
+    snprintf(out, n, "mono-config %s%s%s", key, config ? " " : "", config ? config : "");
+}
+
+kiln_status target_cuda_mono_lookup(const char *tuning_db, const char *key, const char *config,
+                                    target_mono_config *out, bool *found, base_diag *d)
+{
+    *found = false;
+    cg_tune_db *db = NULL;
+    rt_cuda_device dev = {0};
+    char build[64] = "", row_key[256];
+    kiln_status st = mono_db_open(tuning_db, &db, &dev, build, sizeof(build), d);
+    cg_tune_scope s = {.gpu = dev.name, .sm = dev.sm_major * 10 + dev.sm_minor, .driver = dev.driver_version,
+                       .kiln = build};
+    cg_tune_row row;
+    mono_row_key(row_key, sizeof(row_key), key, config);
+    if (st == KILN_OK && db) st = cg_tune_db_lookup(db, &s, row_key, &row, found, d);
+    int block = 0, per_sm = 0;
+    if (st == KILN_OK && *found && (sscanf(row.desc, "%dx%d", &block, &per_sm) != 2 || block < 32 || per_sm < 1))
+        *found = false; /* not a row this code wrote */
+    if (*found) *out = (target_mono_config){.block = block, .per_sm = per_sm, .us = row.us};
+    if (*found) snprintf(out->date, sizeof(out->date), "%s", row.date);
+    cg_tune_db_close(db);
+    return st;
+}
+
+kiln_status target_cuda_mono_store(const char *tuning_db, const char *key, const char *config,
+                                   const target_mono_config *c, base_diag *d)
+{
+    cg_tune_db *db = NULL;
+    rt_cuda_device dev = {0};
+    char build[64] = "", row_key[256];
+    kiln_status st = mono_db_open(tuning_db, &db, &dev, build, sizeof(build), d);
+    if (st == KILN_OK && (!db || !cg_tune_db_writable(db)))
+        st = base_diag_add(d, KILN_ERR_IO, "the tuning database cannot be written");
+    cg_tune_scope s = {.gpu = dev.name, .sm = dev.sm_major * 10 + dev.sm_minor, .driver = dev.driver_version,
+                       .kiln = build};
+    cg_tune_row row = {.n_cands = 0, .cand = 0, .us = c->us};
+    snprintf(row.desc, sizeof(row.desc), "%dx%d", c->block, c->per_sm);
+    mono_row_key(row_key, sizeof(row_key), key, config);
+    if (st == KILN_OK) st = cg_tune_db_store(db, &s, row_key, &row, d);
+    cg_tune_db_close(db);
+    return st;
+}
