@@ -261,6 +261,66 @@ PY
         | grep -c ' 44 rTasks.*kg_gemm_wgt 192x192x64'"
     expect cuda_shared_products_alone 0 "1" -- sh -c "'$kiln' inspect '$tmp/qkv.onnx' --schedule kernels \
         --precision fp16 | grep -cE '128 rTasks.*kg_gemm_wgt(_ws)? 128x96x64'"
+
+    # Memory-bound groups in a persistent kernel (MonoNN 4.2.2, 4.3): a
+    # residual add, a layer norm of 2048 rows and a product with a row
+    # vector. Under mono the add takes several steps a thread and the layer
+    # norm several rows a warp (enough for about one wave of the resident
+    # blocks), the operands read once are streamed, gamma, beta and the
+    # broadcast vector kept (kg.h); KILN_MONO_ILP=0 and KILN_MONO_CACHE=0
+    # take each away, and the kernels schedule has neither. Each build
+    # compiles for sm_80 and sm_90a.
+    python3 - "$tmp/membound.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+vec = lambda name: numpy_helper.from_array(rng.standard_normal(768).astype(np.float32), name)
+nodes = [helper.make_node("Add", ["x", "r"], ["s"]),
+         helper.make_node("LayerNormalization", ["s", "g", "b"], ["n"], axis=-1),
+         helper.make_node("Mul", ["n", "m"], ["y"])]
+g = helper.make_graph(nodes, "membound", [helper.make_tensor_value_info(v, TensorProto.FLOAT, [2048, 768]) for v in "xr"],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2048, 768])], [vec("g"), vec("b"), vec("m")])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    # mb_build NAME [VAR=VALUE]... -- FLAGS: compiles the model into $tmp/NAME
+    # and leaves the generated code after the templates in $tmp/NAME.cu
+    mb_build() {
+        local name=$1
+        shift
+        local vars=()
+        while [ "$1" != "--" ]; do vars+=("$1"); shift; done
+        shift
+        expect "cuda_membound_$name" 0 "stages" -- env ${vars[@]+"${vars[@]}"} "$kiln" compile "$tmp/membound.onnx" \
+            -o "$tmp/$name.kiln" --target cuda --precision fp16 --emit-source "$tmp/$name" "$@"
+        sed -n '/^\/\* ---- where each group runs/,$p' "$tmp/$name/model.cu" >"$tmp/$name.cu" 2>/dev/null
+    }
+    factor='([2-9]|[12][0-9]|3[0-2])' # 2 .. 32, whatever the GPU
+    expect cuda_mono_ilp_listed 0 "ILP listed" -- sh -c "out=\$('$kiln' inspect '$tmp/membound.onnx' --schedule mono \
+        --precision fp16) && printf '%s' \"\$out\" | grep -qE 'ews .*\[ILP $factor\]  Add' && \
+        printf '%s' \"\$out\" | grep -qE 'rows .*\[ILP $factor \(rows a warp\)\]  LayerNorm' && echo 'ILP listed'"
+    mb_build mono -- --schedule mono
+    expect cuda_mono_ews_ilp 0 "2" -- grep -cE "; ILP $factor for [0-9]+ resident blocks \*/" "$tmp/mono.cu"
+    expect cuda_mono_rows_a_warp 0 "1" -- grep -cE "ILP $factor \(rows a warp\) for [0-9]+ resident blocks \*/" \
+        "$tmp/mono.cu"
+    expect cuda_mono_rows_held 0 "1" -- grep -cE "kg_rows_rtask_mono\(&p, t, $factor, KG_HINT_STREAM, KG_HINT_KEEP\);" \
+        "$tmp/mono.cu"
+    expect cuda_mono_streamed 0 "3" -- grep -c "kg_ldv_stream_f" "$tmp/mono.cu" # x, r, the norm's output
+    expect cuda_mono_kept 0 "1" -- grep -c "kg_ldv_keep_f16(p1 + c1, " "$tmp/mono.cu"
+    mb_build ilp0 KILN_MONO_ILP=0 -- --schedule mono
+    expect cuda_mono_ilp_off 1 "0" -- grep -c "ILP " "$tmp/ilp0.cu"
+    expect cuda_mono_ilp_off_ews 0 "2" -- grep -c "vectors of 4 elements, 1 per thread" "$tmp/ilp0.cu"
+    expect cuda_mono_ilp_off_rows 0 "1" -- grep -c "kg_rows_rtask_mono(&p, t, 1, KG_HINT_STREAM, KG_HINT_KEEP);" \
+        "$tmp/ilp0.cu"
+    mb_build cache0 KILN_MONO_CACHE=0 -- --schedule mono
+    expect cuda_mono_cache_off 1 "0" -- grep -cE "_stream_|_keep_|KG_HINT_(STREAM|KEEP)" "$tmp/cache0.cu"
+    expect cuda_mono_cache_off_ilp 0 "3" -- grep -c "resident blocks" "$tmp/cache0.cu"
+    mb_build both0 KILN_MONO_ILP=0 KILN_MONO_CACHE=0 -- --schedule mono
+    expect cuda_mono_both_off 0 "1" -- grep -c "kg_rows_rtask(&p, t);" "$tmp/both0.cu"
+    mb_build kernels -- --schedule kernels
+    expect cuda_kernels_no_mono_ilp 1 "0" -- grep -cE "ILP |_stream_|_keep_|KG_HINT_|kg_rows_rtask_mono" "$tmp/kernels.cu"
+    expect cuda_kernels_rows 0 "1" -- grep -c "kg_rows_rtask(&p, t);" "$tmp/kernels.cu"
 fi
 
 echo "cli: $passed passed, $failed failed"

@@ -142,6 +142,23 @@ kiln_status cg_share_op(cg_emitter *e, cg_share *sh, int id, size_t start, bool 
 /* rOperators rewritten so far; *bodies: the distinct bodies among them. */
 int cg_share_count(const cg_share *sh, int *bodies);
 
+/* membound.c: what a memory-bound rOperator (emit_ews.c, emit_rows.c) makes of
+ * the persistent kernel it runs in (MonoNN 4.2.2, 4.3). */
+typedef struct cg_mono_ctx {
+    int resident; /* blocks that run every stage, n_sms x mono_per_sm; 0 outside the mono schedules */
+    int regs;     /* 32-bit registers a thread of the persistent kernel may hold (its launch bounds) */
+    bool ilp;     /* steps per thread chosen by cg_mono_factor (KILN_MONO_ILP=0: one) */
+    bool hints;   /* cache hints on loads, kg.h's stream and keep (KILN_MONO_CACHE=0: none) */
+} cg_mono_ctx;
+/* OUT: *m for the group e is about to emit (reads the environment). */
+void cg_mono_ctx_init(const cg_emitter *e, cg_mono_ctx *m);
+/* Steps per thread, 1 .. min(cap, 32), for work of `units` rTasks at one
+ * step: enough that the rTasks make about one wave of the resident blocks,
+ * and no more than needed for as few waves. 1 outside mono or with ILP off. */
+int cg_mono_factor(const cg_mono_ctx *m, int64_t units, int cap);
+/* Whether grp is v's only reader, so that a load of it may be streamed. */
+bool cg_mono_read_here_only(const sched_group *grp, const ir_value *v);
+
 /* ---- what compiles, by group kind (emit_*.c) ------------------------------------ */
 
 bool cg_can_contract(const ir_node *n);   /* Conv, MatMul, Gemm */

@@ -33,6 +33,15 @@
  * Operand offsets come from the element's coordinates along the collapsed
  * dims (divisions by constants), only for the dims some broadcast operand
  * needs; index math is 32-bit when the element count allows.
+ *
+ * In a persistent kernel (mono schedules; membound.c, MonoNN 4.2.2 and
+ * 4.3) ILP is chosen from the kernel-wide context instead: enough steps
+ * that the rTasks make about one wave of the resident blocks, within the
+ * registers. There loads carry cache hints (kg.h): a broadcast operand
+ * (some stride 0: its elements are read by several output elements) is
+ * kept (L1 evict-last), one this group alone reads, each element once, is
+ * streamed (ld.cs: evict-first in L1 and L2); an operand read again by a
+ * later group gets none.
  */
 #include "target/cuda/cuda-impl.h"
 #include "target/ews_expr.h"
@@ -49,6 +58,10 @@
 #define EWS_SCALAR_ILP 8
 #define EWS_MIN_WAVES 2
 #define EWS_MAX_REGS 96
+/* Registers of a thread besides the per-thread arrays (pointers, indices,
+ * coordinates): a persistent kernel's arrays get the rest of its share,
+ * at most EWS_MAX_REGS. */
+#define EWS_MONO_REGS_OTHER 32
 
 /* The type a value of dtype t is computed in: float for the 16-bit floats. */
 static const char *compute_type(kiln_dtype t)
@@ -112,6 +125,17 @@ typedef enum how {
     HOW_VEC,    /* VEC consecutive elements per step (stride 1 along the inner dim) */
     HOW_STEP,   /* one element per step (the scalar path; or broadcast along the inner dim) */
 } how;
+
+/* The cache hint of an operand's loads (kg.h): the infix of the hinted
+ * helpers' names, kg_ldv_stream_f16, kg_ld_keep_f32; NULL for none. */
+static const char *hint_of(const cg_mono_ctx *m, const sched_group *grp, const ir_value *v, const int64_t *str,
+                           int rank)
+{
+    if (!m->hints) return NULL;
+    for (int d = 0; d < rank; d++)
+        if (str[d] == 0) return "keep";
+    return cg_mono_read_here_only(grp, v) ? "stream" : NULL;
+}
 
 typedef struct plan {
     int rank;
@@ -186,9 +210,10 @@ kiln_status cg_emit_elementwise(cg_emitter *e, const sched_group *grp, cg_op *op
     int64_t(*str)[IR_MAX_RANK] = base_calloc((size_t)n_ops + grp->n_out + 1, sizeof(*str));
     int64_t **strs = base_calloc((size_t)n_ops + grp->n_out + 1, sizeof(int64_t *));
     how *hw = base_calloc((size_t)n_ops + 1, sizeof(how));
+    const char **hint = base_calloc((size_t)n_ops + 1, sizeof(char *));
     base_str body;
     base_str_init(&body);
-    if (!xo || !str || !strs || !hw) {
+    if (!xo || !str || !strs || !hw || !hint) {
         st = base_diag_add(e->d, KILN_ERR_OOM, "out of memory emitting group '%s'", grp->name);
         goto out;
     }
@@ -261,10 +286,19 @@ kiln_status cg_emit_elementwise(cg_emitter *e, const sched_group *grp, cg_op *op
         regs_per_step += hw[k] == HOW_VEC ? r * pl.vec : hw[k] == HOW_STEP ? r : 0;
     }
     for (int m = 0; m < grp->n_out; m++) regs_per_step += regs_of(grp->out[m]->t.dtype);
-    pl.ilp = pl.vec > 1 ? (EWS_ELEMS_PER_THREAD + pl.vec - 1) / pl.vec : EWS_SCALAR_ILP;
-    while (pl.ilp > 1 && pl.ilp * regs_per_step > EWS_MAX_REGS) pl.ilp /= 2;
-    int64_t min_tasks = (int64_t)EWS_MIN_WAVES * (e->gpu.n_sms > 0 ? e->gpu.n_sms : 132);
-    while (pl.ilp > 1 && ceil_div(pl.total, (int64_t)pl.block * pl.vec * pl.ilp) < min_tasks) pl.ilp /= 2;
+    cg_mono_ctx mono;
+    cg_mono_ctx_init(e, &mono);
+    if (mono.resident > 0) {
+        int regs = KILN_MIN(EWS_MAX_REGS, mono.regs - EWS_MONO_REGS_OTHER);
+        pl.ilp = cg_mono_factor(&mono, ceil_div(pl.total, (int64_t)pl.block * pl.vec), regs / regs_per_step);
+        for (int k = 0; k < n_ops; k++)
+            if (hw[k] != HOW_NONE) hint[k] = hint_of(&mono, grp, xo[k].v, str[k], pl.rank);
+    } else {
+        pl.ilp = pl.vec > 1 ? (EWS_ELEMS_PER_THREAD + pl.vec - 1) / pl.vec : EWS_SCALAR_ILP;
+        while (pl.ilp > 1 && pl.ilp * regs_per_step > EWS_MAX_REGS) pl.ilp /= 2;
+        int64_t min_tasks = (int64_t)EWS_MIN_WAVES * (e->gpu.n_sms > 0 ? e->gpu.n_sms : 132);
+        while (pl.ilp > 1 && ceil_div(pl.total, (int64_t)pl.block * pl.vec * pl.ilp) < min_tasks) pl.ilp /= 2;
+    }
     while (ceil_div(pl.total, (int64_t)pl.block * pl.vec * pl.ilp) > INT32_MAX) pl.ilp *= 2;
     pl.chunk = (int64_t)pl.block * pl.vec * pl.ilp;
     pl.n_rtasks = pl.total > 0 ? ceil_div(pl.total, pl.chunk) : 1;
@@ -298,10 +332,13 @@ kiln_status cg_emit_elementwise(cg_emitter *e, const sched_group *grp, cg_op *op
     }
     if (pl.vec > 1) base_str_printf(s, "; vectors of %d elements, %d per thread", pl.vec, pl.ilp);
     else base_str_printf(s, "; %d element%s per thread", pl.ilp, pl.ilp == 1 ? "" : "s");
-    base_str_printf(s, "; %lld rTask%s of %lld elements */\n", (long long)pl.n_rtasks, pl.n_rtasks == 1 ? "" : "s",
+    base_str_printf(s, "; %lld rTask%s of %lld elements", (long long)pl.n_rtasks, pl.n_rtasks == 1 ? "" : "s",
                     (long long)pl.chunk);
+    if (mono.ilp) base_str_printf(s, "; ILP %d for %d resident blocks", pl.ilp, mono.resident);
+    base_str_cat(s, " */\n");
     base_str_printf(s, "static __device__ void op_%d(const kiln_gctx *c, int t)\n{\n", grp->id);
     *op = (cg_op){.n_rtasks = pl.n_rtasks, .block = pl.block, .smem_bytes = 0};
+    if (mono.ilp) snprintf(op->config, sizeof op->config, "ILP %d", pl.ilp);
     if (pl.total == 0) {
         base_str_cat(s, "    (void)c;\n    (void)t;\n}\n\n");
         goto out;
@@ -311,9 +348,15 @@ kiln_status cg_emit_elementwise(cg_emitter *e, const sched_group *grp, cg_op *op
         kiln_dtype sd = cg_store(e, xo[k].v);
         const char *ld = cg_ld_fn(sd);
         base_str_printf(s, "    const %s *p%d = %s;\n", cg_type(sd), k, cg_ptr(e, xo[k].v, pb, sizeof pb));
-        if (hw[k] == HOW_SCALAR)
-            base_str_printf(s, ld ? "    const %s x%d = %s(p%d);\n" : "    const %s x%d = %sp%d[0];\n",
-                            compute_type(xo[k].v->t.dtype), k, ld ? ld : "", k);
+        if (hw[k] != HOW_SCALAR) continue;
+        const char *ct = compute_type(xo[k].v->t.dtype);
+        if (hint[k] && ld)
+            base_str_printf(s, "    const %s x%d = kg_ld_%s_%s(p%d);\n", ct, k, hint[k], vec_sfx(sd), k);
+        else if (hint[k])
+            base_str_printf(s, "    %s x%d;\n    kg_ldv_%s_%s(p%d, 1, &x%d);\n", ct, k, hint[k], vec_sfx(sd), k, k);
+        else
+            base_str_printf(s, ld ? "    const %s x%d = %s(p%d);\n" : "    const %s x%d = %sp%d[0];\n", ct, k,
+                            ld ? ld : "", k);
     }
     for (int m = 0; m < grp->n_out; m++) {
         kiln_dtype sd = cg_store(e, grp->out[m]);
@@ -340,13 +383,20 @@ kiln_status cg_emit_elementwise(cg_emitter *e, const sched_group *grp, cg_op *op
         if (hw[k] != HOW_VEC && hw[k] != HOW_STEP) continue;
         kiln_dtype sd = cg_store(e, xo[k].v);
         const char *off = offset(&pl, str[k], out_str, ob, sizeof ob);
-        if (hw[k] == HOW_VEC) {
-            base_str_printf(s, "            kg_ldv_%s(p%d + %s, %d, x%d + %d * u);\n", vec_sfx(sd), k, off, pl.vec, k, pl.vec);
-        } else {
-            const char *ld = cg_ld_fn(sd);
-            if (ld) base_str_printf(s, "            x%d[u] = %s(p%d + %s);\n", k, ld, k, off);
-            else base_str_printf(s, "            x%d[u] = p%d[%s];\n", k, k, off);
-        }
+        /* "kg_ldv_f16", or with a hint "kg_ldv_stream_f16" */
+        char vl[48];
+        snprintf(vl, sizeof vl, "kg_ldv_%s%s%s", hint[k] ? hint[k] : "", hint[k] ? "_" : "", vec_sfx(sd));
+        const char *ld = cg_ld_fn(sd);
+        if (hw[k] == HOW_VEC)
+            base_str_printf(s, "            %s(p%d + %s, %d, x%d + %d * u);\n", vl, k, off, pl.vec, k, pl.vec);
+        else if (hint[k] && ld)
+            base_str_printf(s, "            x%d[u] = kg_ld_%s_%s(p%d + %s);\n", k, hint[k], vec_sfx(sd), k, off);
+        else if (hint[k])
+            base_str_printf(s, "            %s(p%d + %s, 1, x%d + u);\n", vl, k, off, k);
+        else if (ld)
+            base_str_printf(s, "            x%d[u] = %s(p%d + %s);\n", k, ld, k, off);
+        else
+            base_str_printf(s, "            x%d[u] = p%d[%s];\n", k, k, off);
     }
     base_str_cat(s, "        }\n    }\n");
 
@@ -380,6 +430,7 @@ out:
     base_free(str);
     base_free(strs);
     base_free(hw);
+    base_free(hint);
     base_str_free(&body);
     return st;
 }

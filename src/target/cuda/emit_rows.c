@@ -11,6 +11,13 @@
  * one to a whole block; each thread keeps its part of the row in registers
  * when it is short enough and reads it with 16-byte loads when the row
  * length allows (kg_rows.cuh).
+ *
+ * In a persistent kernel (mono schedules; membound.c, MonoNN 4.2.2 and
+ * 4.3) a warp team whose rows are held takes several rows at once, their
+ * loads in flight together: as many as make the rTasks about one wave of
+ * the resident blocks, within the registers. There x is streamed when it
+ * is held (each element read once) and this group is its only reader, and
+ * gamma and beta, which every row reads, are kept (kg.h's cache hints).
  */
 #include "target/cuda/cuda-impl.h"
 
@@ -26,6 +33,16 @@
 /* Floats a thread holds: with more than 512 threads a block gets at most 64
  * registers per thread, so it holds half as many. */
 #define HELD_FLOATS 64
+/* kg_rows.cuh's KG_ROW_MULTI_CHUNKS: chunks a thread holds over the rows
+ * of its warp (kg_rows_held). */
+#define ROW_MULTI_CHUNKS 64
+/* A persistent kernel's thread holds rows in the registers of its share
+ * but ROWS_MONO_REGS_OTHER, each row costing its floats and
+ * ROWS_MONO_REGS_ROW more (its sums, addresses, g and b): layer norm's
+ * rows of 768 halves, 24 floats a thread, took 40 + 32 r registers for r
+ * rows a warp (ptxas, sm_90a), and spilled from r = 8 at 255. */
+#define ROWS_MONO_REGS_OTHER 40
+#define ROWS_MONO_REGS_ROW 8
 
 static bool is_fp(kiln_dtype t) { return t == KILN_F32 || t == KILN_F16 || t == KILN_BF16; }
 
@@ -120,6 +137,8 @@ typedef struct rows_plan {
     double eps;
     int vec, per, held, team_block, block;
     int64_t n_rtasks;
+    int rows_a_warp;               /* kg_rows_held's r (mono; 1 otherwise) */
+    const char *hx, *hg;           /* hints of x's loads and of g's and b's (KG_HINT_*) */
 } rows_plan;
 
 /* Largest chunk (8, 4, 2 or 1 elements) that divides the row and makes at
@@ -164,6 +183,23 @@ static void plan_launch(const cg_emitter *e, rows_plan *rp)
         rp->n_rtasks = rp->rows;
     }
     rp->held = rp->per <= ROW_HELD && rp->per * rp->vec <= (rp->block > 512 ? HELD_FLOATS / 2 : HELD_FLOATS);
+    rp->rows_a_warp = 1;
+}
+
+/* In a persistent kernel: the rows a warp takes (kg_rows_held), as many as
+ * make the rTasks about one wave of the resident blocks (cg_mono_factor),
+ * their values held within the registers; and the loads' hints. */
+static void plan_mono(const cg_mono_ctx *m, const sched_group *grp, rows_plan *rp)
+{
+    if (!rp->team_block && rp->held) {
+        int per_row = rp->per * rp->vec + ROWS_MONO_REGS_ROW;
+        int cap = KILN_MIN(ROW_MULTI_CHUNKS / rp->per, (m->regs - ROWS_MONO_REGS_OTHER) / per_row);
+        rp->rows_a_warp = cg_mono_factor(m, rp->n_rtasks, cap);
+        rp->n_rtasks = cdiv(rp->rows, (int64_t)(rp->block / 32) * rp->rows_a_warp);
+    }
+    bool stream = m->hints && rp->held && cg_mono_read_here_only(grp, rp->x);
+    rp->hx = stream ? "KG_HINT_STREAM" : "KG_HINT_NONE";
+    rp->hg = m->hints && (rp->g || rp->b) ? "KG_HINT_KEEP" : "KG_HINT_NONE";
 }
 
 static kiln_status emit_plan(cg_emitter *e, const sched_group *grp, rows_plan *rp, cg_op *op)
@@ -175,12 +211,18 @@ static kiln_status emit_plan(cg_emitter *e, const sched_group *grp, rows_plan *r
                              grp->name, (long long)rp->rows, (long long)rp->cols);
     rp->vec = chunk_elems(e, rp);
     plan_launch(e, rp);
+    cg_mono_ctx mono;
+    cg_mono_ctx_init(e, &mono);
+    if (mono.resident > 0) plan_mono(&mono, grp, rp);
     KILN_TRY(cg_need(e, "kg_rows.cuh"));
     cg_comment(s, grp);
-    base_str_printf(s, "/* %lld rows of %lld, %s; %d-element chunks, %d per thread%s */\n", (long long)rp->rows,
+    base_str_printf(s, "/* %lld rows of %lld, %s; %d-element chunks, %d per thread%s", (long long)rp->rows,
                     (long long)rp->cols,
                     rp->team_block ? "a block of threads per row" : "a warp per row", rp->vec, rp->per,
                     rp->held ? ", held in registers" : ", read again for every pass");
+    if (mono.ilp && !rp->team_block && rp->held)
+        base_str_printf(s, "; ILP %d (rows a warp) for %d resident blocks", rp->rows_a_warp, mono.resident);
+    base_str_cat(s, " */\n");
     base_str_printf(s, "static __device__ void op_%d(const kiln_gctx *c, int t)\n{\n    kg_rows p;\n", grp->id);
     base_str_printf(s, "    p.op = %s;\n", rp->op);
     base_str_printf(s, "    p.x = %s;\n", cg_ptr(e, rp->x, px, sizeof(px)));
@@ -194,8 +236,14 @@ static kiln_status emit_plan(cg_emitter *e, const sched_group *grp, rows_plan *r
                     "    p.rows = %lldLL;\n    p.cols = %lld;\n    p.vec = %d;\n    p.per = %d;\n    p.held = %d;\n"
                     "    p.block = %d;\n",
                     (long long)rp->rows, (long long)rp->cols, rp->vec, rp->per, rp->held, rp->team_block);
-    base_str_printf(s, "    p.eps = %s;\n    kg_rows_rtask(&p, t);\n}\n\n", cg_float_lit(rp->eps, eps, sizeof(eps)));
+    base_str_printf(s, "    p.eps = %s;\n", cg_float_lit(rp->eps, eps, sizeof(eps)));
+    if (mono.ilp || mono.hints)
+        base_str_printf(s, "    kg_rows_rtask_mono(&p, t, %d, %s, %s);\n}\n\n", rp->rows_a_warp, rp->hx, rp->hg);
+    else
+        base_str_cat(s, "    kg_rows_rtask(&p, t);\n}\n\n");
     *op = (cg_op){.n_rtasks = rp->n_rtasks, .block = rp->block, .smem_bytes = rp->team_block ? 32 * 4 : 0};
+    if (mono.ilp && !rp->team_block && rp->held)
+        snprintf(op->config, sizeof op->config, "ILP %d (rows a warp)", rp->rows_a_warp);
     return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;
 }
 

@@ -81,24 +81,84 @@ static __device__ __forceinline__ void kg_st_f32(float *p, float v) { *p = v; }
 static __device__ __forceinline__ void kg_st_f16(__half *p, float v) { *p = __float2half_rn(v); }
 static __device__ __forceinline__ void kg_st_bf16(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
 
-/* ---- cache hints (MonoNN 4.3): streaming reads evict first, reused data last -- */
+/* ---- cache hints (MonoNN 4.3; emit_ews.c and kg_rows.cuh under --schedule=mono) ---- *
+ * kg_ldw_stream / kg_ldw_keep(p, bytes, w): the `bytes` (1, 2, 4, 8 or 16,
+ * a constant once inlined; p aligned to them) at p as 32-bit words, laid
+ * out as kg_math.h's kg_ldw lays them (1 and 2 bytes in the low bits of
+ * w[0]), with an eviction priority:
+ *   - stream: data each element of which the rOperator reads once, and no
+ *     later one reads: ld.cs, which allocates its lines evict-first in L1
+ *     and L2, so that it displaces little that others read again;
+ *   - keep: data many output elements read (a broadcast operand, layer
+ *     norm's gamma and beta): L1::evict_last, so that it stays in L1.
+ * No L2 priority beyond .cs: on sm_80 and sm_90 an ld takes one only as a
+ * cache policy (createpolicy, L2::cache_hint; ld's own .L2::evict_* need
+ * 32-byte vectors, sm_100), and on an H100 loads with a policy, even
+ * evict_normal, made memory-bound groups 10 to 35% slower (a layer norm of
+ * 4096 x 768 halves in a persistent kernel: 58 us against 46 without hints,
+ * 43 with these). Plain coherent loads (never .nc): a persistent kernel
+ * reads what earlier stages of the same launch wrote. Volatile, so that no
+ * load moves above the wait or barrier that makes its data visible. Never
+ * used for stores. */
+#define KG_LDW_HINTED(name, q)                                                                                \
+    static __device__ __forceinline__ void name(const void *p, int bytes, unsigned *w)                        \
+    {                                                                                                         \
+        if (bytes == 16) {                                                                                    \
+            asm volatile("ld.global" q ".v4.u32 {%0, %1, %2, %3}, [%4];"                                      \
+                         : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])                                     \
+                         : "l"(p));                                                                           \
+        } else if (bytes == 8) {                                                                              \
+            asm volatile("ld.global" q ".v2.u32 {%0, %1}, [%2];" : "=r"(w[0]), "=r"(w[1]) : "l"(p));          \
+        } else if (bytes == 4) {                                                                              \
+            asm volatile("ld.global" q ".u32 %0, [%1];" : "=r"(w[0]) : "l"(p));                               \
+        } else {                                                                                              \
+            unsigned short h;                                                                                 \
+            if (bytes == 2) asm volatile("ld.global" q ".u16 %0, [%1];" : "=h"(h) : "l"(p));                  \
+            else asm volatile("ld.global" q ".u8 %0, [%1];" : "=h"(h) : "l"(p));                              \
+            w[0] = h;                                                                                         \
+        }                                                                                                     \
+    }
+KG_LDW_HINTED(kg_ldw_stream, ".cs")
+KG_LDW_HINTED(kg_ldw_keep, ".L1::evict_last")
+#undef KG_LDW_HINTED
 
-static __device__ __forceinline__ float4 kg_ld_stream16(const void *p)
+/* One float-storage element with a hint: kg_ld_<dtype>'s streaming and kept forms. */
+static __device__ __forceinline__ float kg_ld_stream_f32(const float *p)
 {
-    float4 v;
-    asm volatile("ld.global.L1::no_allocate.L2::evict_first.v4.f32 {%0,%1,%2,%3}, [%4];"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "l"(p));
-    return v;
+    unsigned w;
+    kg_ldw_stream(p, 4, &w);
+    return __uint_as_float(w);
 }
-
-static __device__ __forceinline__ float4 kg_ld_keep16(const void *p)
+static __device__ __forceinline__ float kg_ld_keep_f32(const float *p)
 {
-    float4 v;
-    asm volatile("ld.global.L2::evict_last.v4.f32 {%0,%1,%2,%3}, [%4];"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "l"(p));
-    return v;
+    unsigned w;
+    kg_ldw_keep(p, 4, &w);
+    return __uint_as_float(w);
+}
+static __device__ __forceinline__ float kg_ld_stream_f16(const __half *p)
+{
+    unsigned w;
+    kg_ldw_stream(p, 2, &w);
+    return __half2float(__ushort_as_half((unsigned short)w));
+}
+static __device__ __forceinline__ float kg_ld_keep_f16(const __half *p)
+{
+    unsigned w;
+    kg_ldw_keep(p, 2, &w);
+    return __half2float(__ushort_as_half((unsigned short)w));
+}
+/* bfloat16 is the high half of a float32 */
+static __device__ __forceinline__ float kg_ld_stream_bf16(const __nv_bfloat16 *p)
+{
+    unsigned w;
+    kg_ldw_stream(p, 2, &w);
+    return __uint_as_float(w << 16);
+}
+static __device__ __forceinline__ float kg_ld_keep_bf16(const __nv_bfloat16 *p)
+{
+    unsigned w;
+    kg_ldw_keep(p, 2, &w);
+    return __uint_as_float(w << 16);
 }
 
 /* ---- split-K across blocks (kg_gemm_tc, kg_conv_tc) ---------------------------- *

@@ -21,7 +21,8 @@
  *     compute type (float for the float types, the integer type
  *     otherwise), kg_stv_<dtype>(p, n, x) writes them back. Called with a
  *     constant n on arrays indexed by constants of a fully unrolled loop,
- *     the arrays stay in registers.
+ *     the arrays stay in registers; kg_ldv_stream_<dtype> and
+ *     kg_ldv_keep_<dtype> are the same loads with kg.h's cache hints.
  */
 #ifndef KILN_KG_MATH_H
 #define KILN_KG_MATH_H
@@ -232,12 +233,26 @@ static __device__ __forceinline__ void kg_stw(void *p, int bytes, const unsigned
 /* kg_ldv_<dtype>(p, n, x): the n elements at p (n * element size is 2, 4,
  * 8 or 16 bytes, p aligned to it) into x[0 .. n) in the compute type;
  * kg_stv_<dtype>(p, n, x) stores them. Elements of 1 and 2 bytes are
- * packed low first, 8-byte ones take two words. */
+ * packed low first, 8-byte ones take two words. kg_ldv_stream_<dtype> and
+ * kg_ldv_keep_<dtype> load with kg.h's cache hints (also one element of 1
+ * byte). */
 #define KG_VEC(sfx, T, CT, size, get, put)                                                       \
     static __device__ __forceinline__ void kg_ldv_##sfx(const T *p, int n, CT *x)                \
     {                                                                                            \
         unsigned w[4];                                                                           \
         kg_ldw(p, n * (size), w);                                                                \
+        _Pragma("unroll") for (int i = 0; i < n; i++) x[i] = get;                                \
+    }                                                                                            \
+    static __device__ __forceinline__ void kg_ldv_stream_##sfx(const T *p, int n, CT *x)         \
+    {                                                                                            \
+        unsigned w[4];                                                                           \
+        kg_ldw_stream(p, n * (size), w);                                                         \
+        _Pragma("unroll") for (int i = 0; i < n; i++) x[i] = get;                                \
+    }                                                                                            \
+    static __device__ __forceinline__ void kg_ldv_keep_##sfx(const T *p, int n, CT *x)           \
+    {                                                                                            \
+        unsigned w[4];                                                                           \
+        kg_ldw_keep(p, n * (size), w);                                                           \
         _Pragma("unroll") for (int i = 0; i < n; i++) x[i] = get;                                \
     }                                                                                            \
     static __device__ __forceinline__ void kg_stv_##sfx(T *p, int n, const CT *x)                \

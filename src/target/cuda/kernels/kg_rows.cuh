@@ -17,6 +17,13 @@
  * Math is fp32; the storage of each tensor (KG_ST_F32, KG_ST_F16,
  * KG_ST_BF16) is a constant argument, so each call compiles to one path.
  *
+ * In a persistent kernel (mono schedules) kg_rows_rtask_mono may give a
+ * warp several rows held in registers, all their loads issued before any
+ * math, so that several rows' loads are in flight at once (MonoNN 4.2.2;
+ * emit_rows.c picks the rows from the kernel-wide context), and loads may
+ * carry cache hints (4.3, kg.h): x streamed when it is held (read once),
+ * gamma and beta kept (every row reads them).
+ *
  * Numerics follow the reference interpreter (ir/interp_reduce.c): softmax
  * subtracts the row maximum; layer norm's variance is the mean of squared
  * deviations from the mean (two passes over the registers), and its mean is
@@ -36,6 +43,15 @@
 
 /* Chunks a thread keeps in registers (each at most 8 floats). */
 #define KG_ROW_HELD 16
+/* kg_rows_held: rows a warp takes at once, and the chunks a thread then
+ * holds over all of them. */
+#define KG_ROW_MULTI 32
+#define KG_ROW_MULTI_CHUNKS 64
+
+/* Cache hints of kg_ld_nh: none, kg.h's stream loads, its keep loads. */
+#define KG_HINT_NONE 0
+#define KG_HINT_STREAM 1
+#define KG_HINT_KEEP 2
 
 /* ---- storage <-> float ------------------------------------------------------- */
 
@@ -90,6 +106,30 @@ static __device__ __forceinline__ void kg_ld_n(const void *p, kg_i64 i, int st, 
         if (2 * k >= n) break;
         v[2 * k] = kg_bits2f(w[k] & 0xffffu, st);
         v[2 * k + 1] = kg_bits2f(w[k] >> 16, st);
+    }
+}
+
+/* kg_ld_n with a cache hint (KG_HINT_*). */
+static __device__ __forceinline__ void kg_ld_nh(const void *p, kg_i64 i, int st, int n, int hint, float *v)
+{
+    if (hint == KG_HINT_NONE) {
+        kg_ld_n(p, i, st, n, v);
+        return;
+    }
+    const int size = st == KG_ST_F32 ? 4 : 2;
+    const unsigned char *q = (const unsigned char *)p + i * size;
+    unsigned w[8];
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const int bytes = n * size - 16 * k; /* 8 floats: two 16-byte loads */
+        if (bytes <= 0) break;
+        if (hint == KG_HINT_STREAM) kg_ldw_stream(q + 16 * k, bytes < 16 ? bytes : 16, w + 4 * k);
+        else kg_ldw_keep(q + 16 * k, bytes < 16 ? bytes : 16, w + 4 * k);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        if (j >= n) break;
+        v[j] = size == 4 ? __uint_as_float(w[j]) : kg_bits2f((w[j >> 1] >> (16 * (j & 1))) & 0xffffu, st);
     }
 }
 
@@ -166,6 +206,17 @@ static __device__ __forceinline__ int kg_row_col(const kg_rows *p, int k, int nt
     return c < p->cols ? c : -1;
 }
 
+/* The chunk of the row at base whose first column is c into v: x's values
+ * (loaded with hint hx), or past the end (c = -1) -inf for softmax, else 0. */
+static __device__ __forceinline__ void kg_row_load(const kg_rows *p, kg_i64 base, int c, int hx, float *v)
+{
+    const bool soft = p->op == KG_ROW_SOFTMAX || p->op == KG_ROW_LOG_SOFTMAX;
+#pragma unroll
+    for (int j = 0; j < 8; j++)
+        if (j < p->vec) v[j] = soft ? -__int_as_float(0x7f800000) : 0.0f;
+    if (c >= 0) kg_ld_nh(p->x, base + c, p->sx, p->vec, hx, v);
+}
+
 /* One chunk (first column c, -1 past the end) in one pass over the row:
  *   pass 0: *acc gets the max (softmax), the sum of x - a (layer norm,
  *           mean; a is the row's first element) or the sum of squares
@@ -173,19 +224,14 @@ static __device__ __forceinline__ int kg_row_col(const kg_rows *p, int k, int nt
  *   pass 1: *acc gets the sum of exp(x - a) (softmax; v keeps the exps when
  *           held) or of (x - a)^2 (layer norm);
  *   pass 2: y = exp(x - a) * s (softmax), x - a - s (log-softmax),
- *           (x - a) * s * g + b (norms).
- * v holds the chunk (x's values, past the end -inf or 0): loaded in pass 0,
- * or in every pass when the row is not held in registers. */
-static __device__ __forceinline__ void kg_row_chunk(const kg_rows *p, kg_i64 base, int c, int pass, bool held,
-                                                    float *v, float a, float s, float *acc)
+ *           (x - a) * s * g + b (norms; g and b loaded with hint hg).
+ * v holds the chunk: loaded first when `load` (kg_row_load, hint hx): in
+ * pass 0, or in every pass when the row is not held in registers. */
+static __device__ __forceinline__ void kg_row_chunk(const kg_rows *p, kg_i64 base, int c, int pass, bool held, bool load,
+                                                    int hx, int hg, float *v, float a, float s, float *acc)
 {
     const bool soft = p->op == KG_ROW_SOFTMAX || p->op == KG_ROW_LOG_SOFTMAX;
-    if (pass == 0 || !held) {
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-            if (j < p->vec) v[j] = soft ? -__int_as_float(0x7f800000) : 0.0f;
-        if (c >= 0) kg_ld_n(p->x, base + c, p->sx, p->vec, v);
-    }
+    if (load) kg_row_load(p, base, c, hx, v);
     if (pass == 0) {
 #pragma unroll
         for (int j = 0; j < 8; j++) {
@@ -216,8 +262,8 @@ static __device__ __forceinline__ void kg_row_chunk(const kg_rows *p, kg_i64 bas
     if (!soft) {
 #pragma unroll
         for (int j = 0; j < 8; j++) gv[j] = 1.0f, bv[j] = 0.0f;
-        if (p->g) kg_ld_n(p->g, c, p->sg, p->vec, gv);
-        if (p->b) kg_ld_n(p->b, c, p->sb, p->vec, bv);
+        if (p->g) kg_ld_nh(p->g, c, p->sg, p->vec, hg, gv);
+        if (p->b) kg_ld_nh(p->b, c, p->sb, p->vec, hg, bv);
     }
 #pragma unroll
     for (int j = 0; j < 8; j++) {
@@ -230,30 +276,31 @@ static __device__ __forceinline__ void kg_row_chunk(const kg_rows *p, kg_i64 bas
     kg_st_n(p->y, base + c, p->sy, p->vec, v);
 }
 
-/* One pass over the thread's chunks (kg_row_chunk): unrolled over the
- * registers when the row is held, a plain loop reading x again otherwise. */
-static __device__ __forceinline__ void kg_row_pass(const kg_rows *p, kg_i64 base, int pass, float *v, float a, float s,
-                                                   float *acc)
+/* One pass over the thread's chunks (kg_row_chunk; hints hx, hg): unrolled
+ * over the registers when the row is held, a plain loop reading x again
+ * otherwise. */
+static __device__ __forceinline__ void kg_row_pass(const kg_rows *p, kg_i64 base, int pass, int hx, int hg, float *v,
+                                                   float a, float s, float *acc)
 {
     const int nt = p->block ? blockDim.x : 32, r = p->block ? threadIdx.x : (threadIdx.x & 31);
     if (p->held) {
 #pragma unroll
         for (int k = 0; k < KG_ROW_HELD; k++) {
             if (k >= p->per) break;
-            kg_row_chunk(p, base, kg_row_col(p, k, nt, r), pass, true, v + 8 * k, a, s, acc);
+            kg_row_chunk(p, base, kg_row_col(p, k, nt, r), pass, true, pass == 0, hx, hg, v + 8 * k, a, s, acc);
         }
     } else {
 #pragma unroll 1
         for (int k = 0; k < p->per; k++) {
             float t[8];
-            kg_row_chunk(p, base, kg_row_col(p, k, nt, r), pass, false, t, a, s, acc);
+            kg_row_chunk(p, base, kg_row_col(p, k, nt, r), pass, false, true, hx, hg, t, a, s, acc);
         }
     }
 }
 
 /* Softmax over a row that is not held: the thread's maximum *m and sum of
  * exp(x - *m) in one pass over its chunks. */
-static __device__ __forceinline__ void kg_row_online(const kg_rows *p, kg_i64 base, float *m, float *s)
+static __device__ __forceinline__ void kg_row_online(const kg_rows *p, kg_i64 base, int hx, float *m, float *s)
 {
     const int nt = p->block ? blockDim.x : 32, r = p->block ? threadIdx.x : (threadIdx.x & 31);
 #pragma unroll 1
@@ -261,7 +308,7 @@ static __device__ __forceinline__ void kg_row_online(const kg_rows *p, kg_i64 ba
         int c = kg_row_col(p, k, nt, r);
         if (c < 0) break;
         float v[8];
-        kg_ld_n(p->x, base + c, p->sx, p->vec, v);
+        kg_ld_nh(p->x, base + c, p->sx, p->vec, hx, v);
         float mn = *m;
 #pragma unroll
         for (int j = 0; j < 8; j++)
@@ -276,27 +323,27 @@ static __device__ __forceinline__ void kg_row_online(const kg_rows *p, kg_i64 ba
     }
 }
 
-/* One row, by its team. */
-static __device__ __forceinline__ void kg_row(const kg_rows *p, kg_i64 row)
+/* One row, by its team; hx, hg: the hints of x's loads and of g's and b's. */
+static __device__ __forceinline__ void kg_row(const kg_rows *p, kg_i64 row, int hx, int hg)
 {
     const bool soft = p->op == KG_ROW_SOFTMAX || p->op == KG_ROW_LOG_SOFTMAX;
     const kg_i64 base = row * (kg_i64)p->cols;
     float v[KG_ROW_HELD * 8];
     float a = soft ? -__int_as_float(0x7f800000) : 0.0f, s = 0.0f;
     if (soft && !p->held) {
-        kg_row_online(p, base, &a, &s);
+        kg_row_online(p, base, hx, &a, &s);
         float m = kg_team_max(a, p->block);
         float u = m == -__int_as_float(0x7f800000) ? 0.0f : m;
         s = kg_team_sum(s * expf(a - u), p->block);
         s = p->op == KG_ROW_SOFTMAX ? 1.0f / s : logf(s);
-        kg_row_pass(p, base, 2, v, m, s, NULL);
+        kg_row_pass(p, base, 2, hx, hg, v, m, s, NULL);
         return;
     }
     /* Sums are taken about the row's first element (the shifted-data
      * algorithm): a row of 1000 + N(0, 1) keeps its digits. */
     float shift = 0.0f;
-    if (!soft && p->op != KG_ROW_RMS_NORM) kg_ld_n(p->x, base, p->sx, 1, &shift);
-    kg_row_pass(p, base, 0, v, shift, 0.0f, &a);
+    if (!soft && p->op != KG_ROW_RMS_NORM) kg_ld_nh(p->x, base, p->sx, 1, hx, &shift);
+    kg_row_pass(p, base, 0, hx, hg, v, shift, 0.0f, &a);
     if (soft) {
         a = kg_team_max(a, p->block);
     } else {
@@ -306,27 +353,137 @@ static __device__ __forceinline__ void kg_row(const kg_rows *p, kg_i64 row)
             return;
         }
         if (p->op == KG_ROW_RMS_NORM) {
-            kg_row_pass(p, base, 2, v, 0.0f, 1.0f / sqrtf(a + p->eps), NULL);
+            kg_row_pass(p, base, 2, hx, hg, v, 0.0f, 1.0f / sqrtf(a + p->eps), NULL);
             return;
         }
     }
-    kg_row_pass(p, base, 1, v, a, 0.0f, &s);
+    kg_row_pass(p, base, 1, hx, hg, v, a, 0.0f, &s);
     s = kg_team_sum(s, p->block);
     if (p->op == KG_ROW_SOFTMAX) s = 1.0f / s;
     else if (p->op == KG_ROW_LOG_SOFTMAX) s = logf(s);
     else s = 1.0f / sqrtf(s / (float)p->cols + p->eps);
-    kg_row_pass(p, base, 2, v, a, s, NULL);
+    kg_row_pass(p, base, 2, hx, hg, v, a, s, NULL);
 }
 
 /* rTask t: rows t*(blockDim.x/32) .. (one per warp), or row t (block team). */
 static __device__ __forceinline__ void kg_rows_rtask(const kg_rows *p, int t)
 {
     if (p->block) {
-        kg_row(p, t);
+        kg_row(p, t, KG_HINT_NONE, KG_HINT_NONE);
         return;
     }
     kg_i64 row = (kg_i64)t * (blockDim.x >> 5) + (threadIdx.x >> 5);
-    if (row < p->rows) kg_row(p, row);
+    if (row < p->rows) kg_row(p, row, KG_HINT_NONE, KG_HINT_NONE);
+}
+
+/* Chunk k's column in `row` for this lane of a warp team: -1 past the
+ * row's end, or when the row is past the last. */
+static __device__ __forceinline__ int kg_held_col(const kg_rows *p, kg_i64 row, int k)
+{
+    return row < p->rows ? kg_row_col(p, k, 32, threadIdx.x & 31) : -1;
+}
+
+/* r rows of a warp team, row0, row0 + step, ... (those past the last
+ * skipped), held in registers (p->held; r * p->per at most
+ * KG_ROW_MULTI_CHUNKS): kg_row's passes, each over the r rows. Every row's
+ * loads are issued before any math, so the r rows' loads are in flight
+ * together, and their warp reductions run side by side. */
+static __device__ __forceinline__ void kg_rows_held(const kg_rows *p, kg_i64 row0, int step, int r, int hx, int hg)
+{
+    const bool soft = p->op == KG_ROW_SOFTMAX || p->op == KG_ROW_LOG_SOFTMAX;
+    float v[KG_ROW_MULTI_CHUNKS * 8], shift[KG_ROW_MULTI], a[KG_ROW_MULTI], s[KG_ROW_MULTI];
+    /* loads: every row's chunks, and the first elements its sums are taken about (kg_row) */
+#pragma unroll
+    for (int j = 0; j < KG_ROW_MULTI; j++) {
+        if (j >= r) break;
+        const kg_i64 row = row0 + (kg_i64)j * step, base = row * (kg_i64)p->cols;
+        shift[j] = 0.0f;
+        if (!soft && p->op != KG_ROW_RMS_NORM && row < p->rows) kg_ld_nh(p->x, base, p->sx, 1, hx, shift + j);
+#pragma unroll
+        for (int k = 0; k < KG_ROW_HELD; k++) {
+            if (k >= p->per) break;
+            kg_row_load(p, base, kg_held_col(p, row, k), hx, v + 8 * (j * p->per + k));
+        }
+    }
+    /* pass 0, then the rows' reductions */
+#pragma unroll
+    for (int j = 0; j < KG_ROW_MULTI; j++) {
+        if (j >= r) break;
+        const kg_i64 row = row0 + (kg_i64)j * step, base = row * (kg_i64)p->cols;
+        a[j] = soft ? -__int_as_float(0x7f800000) : 0.0f;
+#pragma unroll
+        for (int k = 0; k < KG_ROW_HELD; k++) {
+            if (k >= p->per) break;
+            kg_row_chunk(p, base, kg_held_col(p, row, k), 0, true, false, hx, hg, v + 8 * (j * p->per + k), shift[j], 0.0f, a + j);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < KG_ROW_MULTI; j++) {
+        if (j >= r) break;
+        a[j] = soft ? kg_warp_max(a[j]) : shift[j] + kg_warp_sum(a[j]) / (float)p->cols;
+    }
+    if (p->op == KG_ROW_MEAN) {
+#pragma unroll
+        for (int j = 0; j < KG_ROW_MULTI; j++) {
+            if (j >= r) break;
+            const kg_i64 row = row0 + (kg_i64)j * step;
+            if (row < p->rows && (threadIdx.x & 31) == 0) kg_st_n(p->y, row, p->sy, 1, a + j);
+        }
+        return;
+    }
+    /* pass 1 and its reductions; RMSNorm has none: y = x / rms */
+#pragma unroll
+    for (int j = 0; j < KG_ROW_MULTI; j++) {
+        if (j >= r) break;
+        const kg_i64 row = row0 + (kg_i64)j * step, base = row * (kg_i64)p->cols;
+        s[j] = 0.0f;
+        if (p->op == KG_ROW_RMS_NORM) continue;
+#pragma unroll
+        for (int k = 0; k < KG_ROW_HELD; k++) {
+            if (k >= p->per) break;
+            kg_row_chunk(p, base, kg_held_col(p, row, k), 1, true, false, hx, hg, v + 8 * (j * p->per + k), a[j], 0.0f, s + j);
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < KG_ROW_MULTI; j++) {
+        if (j >= r) break;
+        if (p->op == KG_ROW_RMS_NORM) {
+            s[j] = 1.0f / sqrtf(a[j] + p->eps);
+            a[j] = 0.0f;
+            continue;
+        }
+        s[j] = kg_warp_sum(s[j]);
+        if (p->op == KG_ROW_SOFTMAX) s[j] = 1.0f / s[j];
+        else if (p->op == KG_ROW_LOG_SOFTMAX) s[j] = logf(s[j]);
+        else s[j] = 1.0f / sqrtf(s[j] / (float)p->cols + p->eps);
+    }
+    /* pass 2: the stores */
+#pragma unroll
+    for (int j = 0; j < KG_ROW_MULTI; j++) {
+        if (j >= r) break;
+        const kg_i64 row = row0 + (kg_i64)j * step, base = row * (kg_i64)p->cols;
+#pragma unroll
+        for (int k = 0; k < KG_ROW_HELD; k++) {
+            if (k >= p->per) break;
+            kg_row_chunk(p, base, kg_held_col(p, row, k), 2, true, false, hx, hg, v + 8 * (j * p->per + k), a[j], s[j], NULL);
+        }
+    }
+}
+
+/* rTask t in a persistent kernel (--schedule=mono): kg_rows_rtask with
+ * hinted loads (hx for x, hg for g and b) and, for a warp team, r rows a
+ * warp (kg_rows_held; r = 1: kg_row): warp w takes rows
+ * (t r + j) warps + w, j < r. */
+static __device__ __forceinline__ void kg_rows_rtask_mono(const kg_rows *p, int t, int r, int hx, int hg)
+{
+    if (p->block) {
+        kg_row(p, t, hx, hg);
+        return;
+    }
+    const int warps = blockDim.x >> 5;
+    const kg_i64 row0 = (kg_i64)t * r * warps + (threadIdx.x >> 5);
+    if (r > 1) kg_rows_held(p, row0, warps, r, hx, hg);
+    else if (row0 < p->rows) kg_row(p, row0, hx, hg);
 }
 
 /* ---- softmax along an inner axis (column mode) ------------------------------------ */
