@@ -314,14 +314,15 @@ def bench_kiln(r, a, work, onnx_path, npz_path, outputs, refs):
     --compile-only) run and compare with refs, then time."""
     name = r["model"] + ("" if r["schedule"] == "kernels" else "." + r["schedule"])
     art = os.path.join(work, name + ".kiln")
+    schedule, env = split_schedule(r["schedule"])
     cmd = ["compile", onnx_path, "-o", art, "--target", "cuda", "--precision", a.precision,
-           "--schedule", r["schedule"], "--quiet"]
+           "--schedule", schedule, "--quiet"]
     if a.tune:
         cmd.append("--tune")
     if a.tuning_db:
         cmd += ["--tuning-db", a.tuning_db]
     t0 = time.time()
-    rc, out, err = kiln(a, cmd, timeout=a.kiln_timeout)
+    rc, out, err = kiln(a, cmd, timeout=a.kiln_timeout, env_extra=env)
     r["kiln_compile_s"] = time.time() - t0
     if rc != 0:
         r["kiln_note"] = "compile failed (exit %d): %s" % (rc, why(err or out))
@@ -330,8 +331,8 @@ def bench_kiln(r, a, work, onnx_path, npz_path, outputs, refs):
     log("%s: kiln compiled in %.1f s" % (name, r["kiln_compile_s"]))
     if r["schedule"] != "kernels":
         # the schedule's shape: kernels, barriers before and after merging, waits
-        rc, out, err = kiln(a, ["inspect", onnx_path, "--schedule", r["schedule"], "--precision", a.precision],
-                            timeout=a.kiln_timeout)
+        rc, out, err = kiln(a, ["inspect", onnx_path, "--schedule", schedule, "--precision", a.precision],
+                            timeout=a.kiln_timeout, env_extra=env)
         shape = [ln for ln in out.splitlines() if ln.startswith("rProgram")]
         if rc == 0 and shape:
             r["schedule_note"] = shape[0].split(": ", 1)[-1]
@@ -401,19 +402,36 @@ def ratio(peer, kiln_us):
 # MonoNN Fig. 12's steps that kiln has, in order: (schedule, what it adds).
 # Its ILP and cache/shared-memory steps are not built; they would sit
 # between the base and barrier merging.
-ABLATION = (("mono-unmerged", "base: one persistent kernel, a barrier after every group"),
-            ("mono-barriers", "+ barrier merging (longest path)"),
-            ("mono", "+ completion-counter waits"))
+# MonoNN Fig. 12's steps, each a schedule (with gpu.py's variant suffixes:
+# +noilp turns context-aware ILP off, +cache the cache hints on, through
+# kiln's environment)
+# (kiln's mono has the hints off unless KILN_MONO_CACHE=1, so the steps
+# after them name +cache; the mono row without is kiln's default)
+ABLATION = (("mono-unmerged+noilp", "base: one persistent kernel, a barrier after every group"),
+            ("mono-unmerged", "+ context-aware ILP (memory-bound groups)"),
+            ("mono-unmerged+cache", "+ cache hints (streaming evict-first, reused evict-last)"),
+            ("mono-barriers+cache", "+ barrier merging (longest path)"),
+            ("mono+cache", "+ completion-counter waits"),
+            ("mono", "kiln's mono (the same without the cache hints)"))
+VARIANTS = {"noilp": ("KILN_MONO_ILP", "0"), "cache": ("KILN_MONO_CACHE", "1")}
+
+
+def split_schedule(s):
+    """gpu.py's schedule name -> (kiln's --schedule, the environment its
+    variant suffixes set): mono-unmerged+noilp -> mono-unmerged, KILN_MONO_ILP=0;
+    +cache -> KILN_MONO_CACHE=1."""
+    parts = s.split("+")
+    return parts[0], dict(VARIANTS[v] for v in parts[1:])
 
 
 def print_ablation(results):
     """Per model: each ablation step's latency (or, compiling only, its
     barrier counts) and its speed-up over the base."""
     log("")
-    log("ablation (MonoNN Fig. 12; the ILP and cache/smem steps are not built):")
+    log("ablation (MonoNN Fig. 12; speed-up over the base):")
     for model in dict.fromkeys(r["model"] for r in results):
         rows = {r["schedule"]: r for r in results if r["model"] == model}
-        base = (rows.get("mono-unmerged") or {}).get("kiln_us")
+        base = (rows.get(ABLATION[0][0]) or {}).get("kiln_us")
         log("  %s" % MODELS[model])
         for sched, what in ABLATION:
             r = rows.get(sched)
@@ -562,7 +580,9 @@ def main():
     ap.add_argument("--tune", action="store_true", help="kiln compile --tune")
     ap.add_argument("--schedule", default="kernels",
                     help="kiln's schedule(s), comma-separated: kernels, mono, mono-barriers, mono-unmerged, "
-                         "the mono ones with a block configuration (mono:256x2; a table row each; default kernels)")
+                         "the mono ones with a block configuration (mono:256x2) and the variants +noilp and "
+                         "+cache (KILN_MONO_ILP=0, KILN_MONO_CACHE=1: mono-unmerged+noilp); a table row each; "
+                         "default kernels")
     ap.add_argument("--tuning-db", help="kiln's tuning database (default: kiln's)")
     ap.add_argument("--skip-compile-peers", action="store_true", help="no torch.compile")
     ap.add_argument("--compile-budget", type=float, default=120,
@@ -576,8 +596,9 @@ def main():
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--compile-only", action="store_true", help="export and compile with kiln; run nothing")
     ap.add_argument("--ablation", action="store_true",
-                    help="the schedules kernels, mono-unmerged, mono-barriers and mono, then an ablation table "
-                         "like MonoNN Fig. 12 (speed-up of each step over one barrier per group, barrier counts)")
+                    help="the schedules kernels and the ablation's steps (mono-unmerged without context-aware "
+                         "ILP, with it, with cache hints too, mono-barriers and mono with them, and mono), then a "
+                         "table like MonoNN Fig. 12: each step's speed-up over the base, and the barrier counts")
     ap.add_argument("--peer-compile", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.iterations < 1 or a.warmup < 0:
@@ -588,10 +609,14 @@ def main():
     a.schedules = [s.strip() for s in a.schedule.split(",") if s.strip()]
     if a.ablation:
         a.schedules = ["kernels"] + [s for s, _ in ABLATION]
-    if not a.schedules or len(set(a.schedules)) != len(a.schedules) or \
-            any(s.split(":")[0] not in ("kernels", "mono", "mono-barriers", "mono-unmerged") for s in a.schedules):
+    def known(s):
+        kind, suffixes = s.split("+")[0].split(":")[0], s.split("+")[1:]
+        return kind in ("kernels", "mono", "mono-barriers", "mono-unmerged") and \
+            all(v in VARIANTS for v in suffixes) and not (suffixes and kind == "kernels")
+    if not a.schedules or len(set(a.schedules)) != len(a.schedules) or not all(known(s) for s in a.schedules):
         ap.error("--schedule takes kernels, mono, mono-barriers and/or mono-unmerged (each with kiln's :BLOCKxN, "
-                 "e.g. mono:256x2), comma-separated, each once")
+                 "e.g. mono:256x2, and a mono one with +noilp and/or +cache, which turn off context-aware ILP "
+                 "and on cache hints), comma-separated, each once")
     a.bundle = os.path.abspath(a.bundle)
     a.kiln = os.path.abspath(a.kiln) if a.kiln else os.path.join(a.bundle, "kiln")
     return run(a)

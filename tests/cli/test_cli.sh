@@ -266,9 +266,9 @@ PY
     # residual add, a layer norm of 2048 rows and a product with a row
     # vector. Under mono the add takes several steps a thread and the layer
     # norm several rows a warp (enough for about one wave of the resident
-    # blocks), the operands read once are streamed, gamma, beta and the
-    # broadcast vector kept (kg.h); KILN_MONO_ILP=0 and KILN_MONO_CACHE=0
-    # take each away, and the kernels schedule has neither. Each build
+    # blocks); with KILN_MONO_CACHE=1 the operands read once are streamed,
+    # gamma, beta and the broadcast vector kept (kg.h); KILN_MONO_ILP=0 takes
+    # the steps away, and the kernels schedule has neither. Each build
     # compiles for sm_80 and sm_90a.
     python3 - "$tmp/membound.onnx" <<'PY'
 import sys
@@ -300,7 +300,7 @@ PY
     expect cuda_mono_ilp_listed 0 "ILP listed" -- sh -c "out=\$('$kiln' inspect '$tmp/membound.onnx' --schedule mono \
         --precision fp16) && printf '%s' \"\$out\" | grep -qE 'ews .*\[ILP $factor\]  Add' && \
         printf '%s' \"\$out\" | grep -qE 'rows .*\[ILP $factor \(rows a warp\)\]  LayerNorm' && echo 'ILP listed'"
-    mb_build mono -- --schedule mono
+    mb_build mono KILN_MONO_CACHE=1 -- --schedule mono
     expect cuda_mono_ews_ilp 0 "2" -- grep -cE "; ILP $factor for [0-9]+ resident blocks \*/" "$tmp/mono.cu"
     expect cuda_mono_rows_a_warp 0 "1" -- grep -cE "ILP $factor \(rows a warp\) for [0-9]+ resident blocks \*/" \
         "$tmp/mono.cu"
@@ -308,15 +308,15 @@ PY
         "$tmp/mono.cu"
     expect cuda_mono_streamed 0 "3" -- grep -c "kg_ldv_stream_f" "$tmp/mono.cu" # x, r, the norm's output
     expect cuda_mono_kept 0 "1" -- grep -c "kg_ldv_keep_f16(p1 + c1, " "$tmp/mono.cu"
-    mb_build ilp0 KILN_MONO_ILP=0 -- --schedule mono
+    mb_build ilp0 KILN_MONO_ILP=0 KILN_MONO_CACHE=1 -- --schedule mono
     expect cuda_mono_ilp_off 1 "0" -- grep -c "ILP " "$tmp/ilp0.cu"
     expect cuda_mono_ilp_off_ews 0 "2" -- grep -c "vectors of 4 elements, 1 per thread" "$tmp/ilp0.cu"
     expect cuda_mono_ilp_off_rows 0 "1" -- grep -c "kg_rows_rtask_mono(&p, t, 1, KG_HINT_STREAM, KG_HINT_KEEP);" \
         "$tmp/ilp0.cu"
-    mb_build cache0 KILN_MONO_CACHE=0 -- --schedule mono
+    mb_build cache0 -- --schedule mono
     expect cuda_mono_cache_off 1 "0" -- grep -cE "_stream_|_keep_|KG_HINT_(STREAM|KEEP)" "$tmp/cache0.cu"
     expect cuda_mono_cache_off_ilp 0 "3" -- grep -c "resident blocks" "$tmp/cache0.cu"
-    mb_build both0 KILN_MONO_ILP=0 KILN_MONO_CACHE=0 -- --schedule mono
+    mb_build both0 KILN_MONO_ILP=0 -- --schedule mono
     expect cuda_mono_both_off 0 "1" -- grep -c "kg_rows_rtask(&p, t);" "$tmp/both0.cu"
     mb_build kernels -- --schedule kernels
     expect cuda_kernels_no_mono_ilp 1 "0" -- grep -cE "ILP |_stream_|_keep_|KG_HINT_|kg_rows_rtask_mono" "$tmp/kernels.cu"

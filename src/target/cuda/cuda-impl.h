@@ -148,7 +148,7 @@ typedef struct cg_mono_ctx {
     int resident; /* blocks that run every stage, n_sms x mono_per_sm; 0 outside the mono schedules */
     int regs;     /* 32-bit registers a thread of the persistent kernel may hold (its launch bounds) */
     bool ilp;     /* steps per thread chosen by cg_mono_factor (KILN_MONO_ILP=0: one) */
-    bool hints;   /* cache hints on loads, kg.h's stream and keep (KILN_MONO_CACHE=0: none) */
+    bool hints;   /* cache hints on loads, kg.h's stream and keep (only with KILN_MONO_CACHE=1) */
 } cg_mono_ctx;
 /* OUT: *m for the group e is about to emit (reads the environment). */
 void cg_mono_ctx_init(const cg_emitter *e, cg_mono_ctx *m);

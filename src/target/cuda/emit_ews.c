@@ -37,11 +37,11 @@
  * In a persistent kernel (mono schedules; membound.c, MonoNN 4.2.2 and
  * 4.3) ILP is chosen from the kernel-wide context instead: enough steps
  * that the rTasks make about one wave of the resident blocks, within the
- * registers. There loads carry cache hints (kg.h): a broadcast operand
- * (some stride 0: its elements are read by several output elements) is
- * kept (L1 evict-last), one this group alone reads, each element once, is
- * streamed (ld.cs: evict-first in L1 and L2); an operand read again by a
- * later group gets none.
+ * registers. With KILN_MONO_CACHE=1 loads carry cache hints (kg.h): a
+ * broadcast operand (some stride 0: its elements are read by several
+ * output elements) is kept (L1 evict-last), one this group alone reads,
+ * each element once, is streamed (ld.cs: evict-first in L1 and L2); an
+ * operand read again by a later group gets none.
  */
 #include "target/cuda/cuda-impl.h"
 #include "target/ews_expr.h"

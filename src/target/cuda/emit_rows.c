@@ -15,9 +15,10 @@
  * In a persistent kernel (mono schedules; membound.c, MonoNN 4.2.2 and
  * 4.3) a warp team whose rows are held takes several rows at once, their
  * loads in flight together: as many as make the rTasks about one wave of
- * the resident blocks, within the registers. There x is streamed when it
- * is held (each element read once) and this group is its only reader, and
- * gamma and beta, which every row reads, are kept (kg.h's cache hints).
+ * the resident blocks, within the registers. With KILN_MONO_CACHE=1, x is
+ * streamed when it is held (each element read once) and this group is its
+ * only reader, and gamma and beta, which every row reads, are kept (kg.h's
+ * cache hints).
  */
 #include "target/cuda/cuda-impl.h"
 
