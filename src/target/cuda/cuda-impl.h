@@ -218,6 +218,10 @@ int cg_tune_choose(cg_emitter *e, const sched_group *grp, const char *key, int n
  * candidates ordered by a revised cost model) must not find it. */
 void cg_tune_key_cands(char *key, size_t n, const void *list, size_t bytes);
 
+/* The tuner for e (*out NULL: heuristics only): with target_options.tune,
+ * one that measures what the database lacks; without, where a GPU is here
+ * and its database file exists, one that only answers from it (so that a
+ * compile after `kiln tune` takes what was measured). */
 kiln_status cg_tuner_open(cg_emitter *e, const void *weights, cg_tuner **out, base_diag *d);
 void cg_tuner_close(cg_tuner *t);
 

@@ -1126,7 +1126,9 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     if (st == KILN_OK) st = plan_kmajor_weights(&e);
     if (st == KILN_OK) st = convert_weights(&e, out);
     if (st == KILN_OK) st = plan_gemm_share(&e);
-    if (st == KILN_OK && o->tune)
+    /* with --tune, what the database lacks is measured; without, a GPU's
+     * database still answers what kiln tune measured */
+    if (st == KILN_OK && (o->tune || e.gpu.present))
         st = cg_tuner_open(&e, out->weights ? out->weights : o->weights, &e.tuner, d);
     int want_block = 0, per_sm = 0;
     if (st == KILN_OK) st = parse_schedule(o->schedule, &pr.mono, &pr.waits, &pr.unmerged, &want_block, &per_sm, d);

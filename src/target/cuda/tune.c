@@ -833,6 +833,15 @@ kiln_status cg_tuner_open(cg_emitter *e, const void *weights, cg_tuner **out, ba
                                           "heuristics");
         return KILN_OK;
     }
+    /* without --tune, only answers from a database that exists */
+    char path[4096];
+    if (!o->tune) {
+        base_diag w;
+        base_diag_init(&w);
+        bool have = cg_tune_db_path(o->tuning_db, path, sizeof(path), &w) == KILN_OK && access(path, R_OK) == 0;
+        base_diag_free(&w);
+        if (!have) return KILN_OK;
+    }
     cg_tuner *t = base_calloc(1, sizeof(*t));
     if (!t) return base_diag_add(d, KILN_ERR_OOM, "out of memory opening the tuner");
     *t = (cg_tuner){.g = e->g, .p = e->p, .o = o, .weights = weights, .measure = o->tune,
