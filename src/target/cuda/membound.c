@@ -25,10 +25,12 @@
  * 47 -> 43, the softmax one (31 MB) 23.5 -> 25.5, others within noise.
  *
  * KILN_MONO_ILP=0 (one step) gives the ablation's base. The hints are off
- * unless KILN_MONO_CACHE=1: on an H100 they made BERT-base b16 in mono 6%
- * slower (2790 us against 2962, mono-unmerged at 128x3) and ResNet-50 b1
- * 4% faster (836 against 803); BERT b1 and ViT-B/16 b1 within 1%. The
- * kernels schedule uses none of this.
+ * unless KILN_MONO_CACHE=1: in whole networks (mono, one H100, three
+ * alternating runs each, median of 100) they made ViT-B/16 b1 1.5% slower
+ * (920, 916, 923 us against 931, 936, 935) and BERT-base b16 0.7% slower,
+ * ResNet-50 b1 3% faster (753, 779, 778 against 754, 743, 734). ILP was
+ * within 1% on those three either way. The kernels schedule uses none of
+ * this.
  */
 #include "target/cuda/cuda-impl.h"
 
