@@ -17,6 +17,10 @@
 #                PyTorch (tests/models/export.py), run by `kiln run --target cuda`
 #                (fp32), compared with PyTorch's own fp32 outputs on the CPU
 #                (rtol 1e-3, atol 1e-4: the f32 tolerance of src/api/tolerance.c)
+#   tune         kiln tune --schedule mono on a small MLP (made with onnx): the
+#                configurations' table, a second run from the database, a budget
+#                that leaves configurations for later, and a mono compile (and
+#                verify) taking the chosen configuration
 #   bench        bench/gpu.py (kiln fp16 against PyTorch), $BENCH_ARGS passed on
 # then the total, and exit status 1 when anything failed.
 #
@@ -29,13 +33,13 @@
 # KILN_SECTION_TIMEOUT (seconds per section, default 900), PYTHON (python3).
 #
 # The device tool allows 10 minutes a command: run the sections in groups,
-# e.g. --only smoke,runtime,gemm,ops then --only conformance, --only models,
+# e.g. --only smoke,runtime,gemm,ops then --only conformance, --only models,tune,
 # --only bench.
 set -u
 set -o pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-ALL="smoke runtime gemm ops conformance models bench"
+ALL="smoke runtime gemm ops conformance models tune bench"
 BUNDLE=$ROOT/bundle
 LOGS=${OUT:-}
 ONLY=""
@@ -52,7 +56,7 @@ ncpu=$(nproc 2>/dev/null || echo 4)
 JOBS=${JOBS:-$((ncpu < 12 ? ncpu : 12))}
 
 usage() {
-    sed -n '2,33s/^# \{0,1\}//p' "$0"
+    sed -n '2,37s/^# \{0,1\}//p' "$0"
 }
 
 while [ $# -gt 0 ]; do
@@ -383,6 +387,62 @@ EOF
     count models "$log"
 }
 
+# kiln tune's sweep of the mono schedules' kernel-wide configuration
+# (MonoNN Alg. 1) on a two-layer MLP, with a database of its own.
+section_tune() {
+    local log=$LOGS/tune.log model=$work/mlp.onnx db=$work/tune.db
+    local p=0 f=0 out
+    # tcheck NAME TEXT CMD...: CMD exits 0 and its output has TEXT
+    tcheck() {
+        local name=$1 text=$2
+        shift 2
+        if out=$("$@" 2>&1) && grep -qE -- "$text" <<<"$out"; then
+            echo "ok     $name"
+            p=$((p + 1))
+        else
+            echo "FAIL   $name (wanted /$text/):"
+            sed 's/^/       /' <<<"$out" | tail -n 20
+            f=$((f + 1))
+        fi
+    }
+    {
+        if ! "$PYTHON" - "$model" <<'EOF'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+w = lambda name, *shape: numpy_helper.from_array((0.05 * rng.standard_normal(shape)).astype(np.float32), name)
+nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
+         helper.make_node("Relu", ["hb"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["y0"]),
+         helper.make_node("LayerNormalization", ["y0", "g", "b"], ["y"], axis=-1)]
+g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [256, 512])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [256, 512])],
+                      [w("w1", 512, 1024), w("b1", 1024), w("w2", 1024, 512), w("g", 512), w("b", 512)])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+EOF
+        then
+            echo "tune: $PYTHON could not make the model (onnx missing?)"
+            f=$((f + 1))
+        else
+            local T=("$BUNDLE/kiln" tune "$model" --schedule mono --precision fp16 --tuning-db "$db")
+            tcheck sweep_table "^  128x2 +[0-9.]+ us  measured" "${T[@]}" --configs 128x1,128x2
+            tcheck sweep_resumes "^  128x1 +[0-9.]+ us  from the tuning database" "${T[@]}" --configs 128x1,128x2
+            tcheck sweep_chose "^chose 128x[12] in" "${T[@]}" --configs 128x1,128x2
+            tcheck sweep_budget "^  256x2 +-  not timed: the budget is spent" "${T[@]}" --configs 256x1,256x2 --budget 1
+            tcheck compile_takes_it "as kiln tune chose" "$BUNDLE/kiln" compile "$model" --target cuda \
+                --schedule mono --precision fp16 --tuning-db "$db" -o "$work/mlp.kiln"
+            tcheck verify_tuned "^PASS" "$BUNDLE/kiln" verify "$model" --target cuda --schedule mono \
+                --precision fp16 --tuning-db "$db"
+            tcheck named_config_kept "blocks of 256 threads, 1 a multiprocessor" "$BUNDLE/kiln" compile "$model" \
+                --target cuda --schedule mono:256x1 --precision fp16 --tuning-db "$db" -o "$work/mlp1.kiln"
+        fi
+        echo "tune: $p passed, $f failed"
+    } >"$log" 2>&1
+    grep -E '^(FAIL|tune:)' "$log" | head -n 30
+    count tune "$log"
+}
+
 section_bench() {
     local log=$LOGS/bench.log
     # shellcheck disable=SC2086  # BENCH_ARGS is a list of words
@@ -402,6 +462,7 @@ for s in $ALL; do
     ops) section_ops ;;
     conformance) section_conformance ;;
     models) section_models ;;
+    tune) section_tune ;;
     bench) section_bench ;;
     esac
     echo "   ($(($(date +%s) - start)) s)"
