@@ -7,12 +7,16 @@
  * $HOME/.cache/kiln, with its folders created; a damaged file, a file from
  * a newer kiln and a path that cannot be created are errors with messages
  * (the tuner turns them into warnings), never crashes. Without a device the
- * tuner is not opened and every choice is the heuristic one.
+ * tuner is not opened and every choice is the heuristic one. The mono
+ * schedules' configuration is kept under a key of the work (the groups,
+ * the schedule, the precision), whatever configuration the schedule names.
  */
 #include "unit.h"
 
+#include "runtime/cuda.h"
 #include "target/cuda/cuda-impl.h"
 #include "target/cuda/tune_db.h"
+#include "target/target.h"
 
 #include <sqlite3.h>
 #include <stdio.h>
@@ -310,4 +314,82 @@ UNIT_TEST(tune_key_names_the_candidate_list)
     char small[20] = "attention mma f16";
     cg_tune_key_cands(small, sizeof(small), a, sizeof(a)); /* cut, never overrun */
     UNIT_CHECK_EQ_INT((int)strlen(small), 19);
+}
+
+/* ---- the mono configuration's key (target_cuda_mono_key) ---- */
+
+/* A program of two groups: a GEMM of n x 768 and a row group over it. */
+typedef struct key_prog {
+    ir_node nodes[2];
+    ir_node *node_ptr[2];
+    ir_value outs[2];
+    ir_value *out_ptr[2];
+    sched_group groups[2];
+    sched_group *group_ptr[2];
+    sched_program p;
+} key_prog;
+
+static void key_prog_init(key_prog *k, int64_t rows)
+{
+    memset(k, 0, sizeof(*k));
+    const kiln_op ops[2] = {KILN_OP_MAT_MUL, KILN_OP_LAYER_NORMALIZATION};
+    const sched_group_kind kinds[2] = {SCHED_GROUP_GEMM, SCHED_GROUP_ROWS};
+    for (int i = 0; i < 2; i++) {
+        k->nodes[i].op = ops[i];
+        k->node_ptr[i] = &k->nodes[i];
+        k->outs[i].t = (ir_tensor){.dtype = KILN_F32, .rank = 2, .dims = {rows, 768}};
+        k->out_ptr[i] = &k->outs[i];
+        k->groups[i] = (sched_group){.kind = kinds[i], .id = i, .nodes = &k->node_ptr[i], .n_nodes = 1,
+                                     .out = &k->out_ptr[i], .n_out = 1};
+        k->group_ptr[i] = &k->groups[i];
+    }
+    k->p = (sched_program){.groups = k->group_ptr, .n_groups = 2, .arena_bytes = 4096, .weight_bytes = 8192};
+}
+
+UNIT_TEST(mono_key_names_the_work_not_the_configuration)
+{
+    key_prog a, b;
+    key_prog_init(&a, 128);
+    key_prog_init(&b, 128);
+    char ka[128], kb[128];
+    target_cuda_mono_key(&a.p, "mono", "fp16", ka, sizeof(ka));
+    UNIT_CHECK_STR_CONTAINS(ka, "mono fp16 model=");
+    /* the same work, another copy: the same key */
+    target_cuda_mono_key(&b.p, "mono", "fp16", kb, sizeof(kb));
+    UNIT_CHECK(strcmp(ka, kb) == 0);
+    /* a named configuration is what is tuned, not part of the key */
+    target_cuda_mono_key(&b.p, "mono:256x2", "fp16", kb, sizeof(kb));
+    UNIT_CHECK(strcmp(ka, kb) == 0);
+    /* the schedule and the precision are (no precision: fp32) */
+    target_cuda_mono_key(&b.p, "mono-barriers", "fp16", kb, sizeof(kb));
+    UNIT_CHECK_STR_CONTAINS(kb, "mono-barriers fp16 model=");
+    target_cuda_mono_key(&b.p, "mono", NULL, kb, sizeof(kb));
+    UNIT_CHECK_STR_CONTAINS(kb, "mono fp32 model=");
+    /* other shapes, another op, another arena: other work */
+    key_prog_init(&b, 2048);
+    target_cuda_mono_key(&b.p, "mono", "fp16", kb, sizeof(kb));
+    UNIT_CHECK(strcmp(ka, kb) != 0);
+    key_prog_init(&b, 128);
+    b.nodes[1].op = KILN_OP_SOFTMAX;
+    target_cuda_mono_key(&b.p, "mono", "fp16", kb, sizeof(kb));
+    UNIT_CHECK(strcmp(ka, kb) != 0);
+    key_prog_init(&b, 128);
+    b.p.arena_bytes = 8192;
+    target_cuda_mono_key(&b.p, "mono", "fp16", kb, sizeof(kb));
+    UNIT_CHECK(strcmp(ka, kb) != 0);
+}
+
+UNIT_TEST(mono_config_lookup_without_gpu_is_an_error)
+{
+    target_mono_config c;
+    bool found = true;
+    base_diag d;
+    base_diag_init(&d);
+    kiln_status st = target_cuda_mono_lookup(tmp_path("mono.db"), "mono fp16 model=0", NULL, &c, &found, &d);
+    if (rt_cuda_device_count() < 1) {
+        UNIT_CHECK(st != KILN_OK);
+        UNIT_CHECK(!found);
+        UNIT_CHECK(d.n_msgs > 0);
+    }
+    base_diag_free(&d);
 }
