@@ -10,7 +10,9 @@ ViT-B/16 and ResNet-50, fp16, end-to-end latency, all in one run.
 For each model (random weights, seed 0, eval mode; nothing is downloaded):
   1. export to ONNX (opset 17, fp32 graph) with the inputs used throughout;
   2. kiln, for each --schedule (a table row each):
-     `kiln compile --target cuda --precision fp16 --schedule S [--tune]`, then
+     `kiln compile --target cuda --precision fp16 --schedule S [--tune]` (with
+     --tune and a mono S without :BLOCKxN, `kiln tune --schedule S` first: the
+     persistent kernel's configuration timed whole, a note), then
      `kiln bench --json --device-io` on the artifact (host clock around each
      run, which returns when the outputs are written; inputs and outputs stay
      in device memory, as the peers' tensors do), for the kernels schedule
@@ -40,6 +42,7 @@ import copy
 import inspect
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -309,6 +312,26 @@ def second_look(r, outputs, refs, outs16):
         r["model"], r["schedule"], "PASS" if ok else "FAIL", "; ".join(texts)))
 
 
+def tune_mono(r, a, onnx_path, schedule, env):
+    """--tune with a mono schedule that names no configuration: `kiln tune
+    --schedule S` first (every configuration timed whole, its groups tuned
+    under it), so the compile takes the fastest; the table's last lines go
+    into a note."""
+    cmd = ["tune", onnx_path, "--precision", a.precision, "--schedule", schedule, "--quiet"]
+    if a.tuning_db:
+        cmd += ["--tuning-db", a.tuning_db]
+    t0 = time.time()
+    rc, out, err = kiln(a, cmd, timeout=a.kiln_timeout, env_extra=env)
+    rows = [ln.strip() for ln in out.splitlines() if re.match(r"^\s+(128|256)x[1-5] ", ln)]
+    chose = [ln for ln in out.splitlines() if ln.startswith("chose ")]
+    if rc != 0 or not chose:
+        r["tune_note"] = "kiln tune --schedule %s failed (exit %d): %s" % (schedule, rc, why(err or out))
+    else:
+        r["tune_note"] = "kiln tune in %.0f s: %s (%s)" % (time.time() - t0, chose[0].split(" in ")[0],
+                                                          "; ".join(rows))
+    log("%s [%s]: %s" % (r["model"], r["schedule"], r["tune_note"]))
+
+
 def bench_kiln(r, a, work, onnx_path, npz_path, outputs, refs):
     """kiln's part for one model, into r: compile, then (unless
     --compile-only) run and compare with refs, then time."""
@@ -321,6 +344,8 @@ def bench_kiln(r, a, work, onnx_path, npz_path, outputs, refs):
         cmd.append("--tune")
     if a.tuning_db:
         cmd += ["--tuning-db", a.tuning_db]
+    if a.tune and schedule.startswith("mono") and ":" not in schedule:
+        tune_mono(r, a, onnx_path, schedule, env)
     t0 = time.time()
     rc, out, err = kiln(a, cmd, timeout=a.kiln_timeout, env_extra=env)
     r["kiln_compile_s"] = time.time() - t0
@@ -459,7 +484,8 @@ def print_table(results, a):
     for r in results:
         for key, what in (("kiln_note", "kiln"), ("kiln_rule", "kiln matched PyTorch"), ("graph_note", "CUDA graph"),
                           ("compile_note", "torch.compile"), ("schedule_note", "schedule"),
-                          ("launches_note", "runtime"), ("early_note", "kiln"), ("host_note", "kiln")):
+                          ("launches_note", "runtime"), ("early_note", "kiln"), ("host_note", "kiln"),
+                          ("tune_note", "tuning")):
             if r.get(key):
                 notes.append("  %s [%s], %s: %s" % (r["model"], r["schedule"], what, r[key]))
         if r.get("compile_s") is not None:
@@ -577,7 +603,9 @@ def main():
     ap.add_argument("--iterations", type=int, default=200, help="timed runs (default 200)")
     ap.add_argument("--warmup", type=int, default=20, help="untimed runs first (default 20)")
     ap.add_argument("--precision", choices=["fp16", "bf16"], default="fp16", help="kiln's storage precision")
-    ap.add_argument("--tune", action="store_true", help="kiln compile --tune")
+    ap.add_argument("--tune", action="store_true",
+                    help="kiln compile --tune; a mono schedule without :BLOCKxN runs `kiln tune --schedule S` "
+                         "first, which also picks the persistent kernel's configuration")
     ap.add_argument("--schedule", default="kernels",
                     help="kiln's schedule(s), comma-separated: kernels, mono, mono-barriers, mono-unmerged, "
                          "the mono ones with a block configuration (mono:256x2) and the variants +noilp and "
