@@ -127,7 +127,8 @@ typedef enum how {
 } how;
 
 /* The cache hint of an operand's loads (kg.h): the infix of the hinted
- * helpers' names, kg_ldv_stream_f16, kg_ld_keep_f32; NULL for none. */
+ * helpers' names (kg_math.h's kg_ldv_stream_f16, kg_ldv_keep_f32), one element
+ * at a time too; NULL for none. */
 static const char *hint_of(const cg_mono_ctx *m, const sched_group *grp, const ir_value *v, const int64_t *str,
                            int rank)
 {
@@ -350,9 +351,7 @@ kiln_status cg_emit_elementwise(cg_emitter *e, const sched_group *grp, cg_op *op
         base_str_printf(s, "    const %s *p%d = %s;\n", cg_type(sd), k, cg_ptr(e, xo[k].v, pb, sizeof pb));
         if (hw[k] != HOW_SCALAR) continue;
         const char *ct = compute_type(xo[k].v->t.dtype);
-        if (hint[k] && ld)
-            base_str_printf(s, "    const %s x%d = kg_ld_%s_%s(p%d);\n", ct, k, hint[k], vec_sfx(sd), k);
-        else if (hint[k])
+        if (hint[k])
             base_str_printf(s, "    %s x%d;\n    kg_ldv_%s_%s(p%d, 1, &x%d);\n", ct, k, hint[k], vec_sfx(sd), k, k);
         else
             base_str_printf(s, ld ? "    const %s x%d = %s(p%d);\n" : "    const %s x%d = %sp%d[0];\n", ct, k,
@@ -389,8 +388,6 @@ kiln_status cg_emit_elementwise(cg_emitter *e, const sched_group *grp, cg_op *op
         const char *ld = cg_ld_fn(sd);
         if (hw[k] == HOW_VEC)
             base_str_printf(s, "            %s(p%d + %s, %d, x%d + %d * u);\n", vl, k, off, pl.vec, k, pl.vec);
-        else if (hint[k] && ld)
-            base_str_printf(s, "            x%d[u] = kg_ld_%s_%s(p%d + %s);\n", k, hint[k], vec_sfx(sd), k, off);
         else if (hint[k])
             base_str_printf(s, "            %s(p%d + %s, 1, x%d + u);\n", vl, k, off, k);
         else if (ld)

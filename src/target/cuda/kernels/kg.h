@@ -122,45 +122,6 @@ KG_LDW_HINTED(kg_ldw_stream, ".cs")
 KG_LDW_HINTED(kg_ldw_keep, ".L1::evict_last")
 #undef KG_LDW_HINTED
 
-/* One float-storage element with a hint: kg_ld_<dtype>'s streaming and kept forms. */
-static __device__ __forceinline__ float kg_ld_stream_f32(const float *p)
-{
-    unsigned w;
-    kg_ldw_stream(p, 4, &w);
-    return __uint_as_float(w);
-}
-static __device__ __forceinline__ float kg_ld_keep_f32(const float *p)
-{
-    unsigned w;
-    kg_ldw_keep(p, 4, &w);
-    return __uint_as_float(w);
-}
-static __device__ __forceinline__ float kg_ld_stream_f16(const __half *p)
-{
-    unsigned w;
-    kg_ldw_stream(p, 2, &w);
-    return __half2float(__ushort_as_half((unsigned short)w));
-}
-static __device__ __forceinline__ float kg_ld_keep_f16(const __half *p)
-{
-    unsigned w;
-    kg_ldw_keep(p, 2, &w);
-    return __half2float(__ushort_as_half((unsigned short)w));
-}
-/* bfloat16 is the high half of a float32 */
-static __device__ __forceinline__ float kg_ld_stream_bf16(const __nv_bfloat16 *p)
-{
-    unsigned w;
-    kg_ldw_stream(p, 2, &w);
-    return __uint_as_float(w << 16);
-}
-static __device__ __forceinline__ float kg_ld_keep_bf16(const __nv_bfloat16 *p)
-{
-    unsigned w;
-    kg_ldw_keep(p, 2, &w);
-    return __uint_as_float(w << 16);
-}
-
 /* ---- split-K across blocks (kg_gemm_tc, kg_conv_tc) ---------------------------- *
  * The splits of one output tile are separate rTasks over ranges of K. Each
  * writes its fp32 partial tile to kg_splitk_ws (L2 only, .cg: another SM's
