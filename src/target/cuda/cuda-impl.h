@@ -224,5 +224,8 @@ void cg_tune_key_cands(char *key, size_t n, const void *list, size_t bytes);
  * compile after `kiln tune` takes what was measured). */
 kiln_status cg_tuner_open(cg_emitter *e, const void *weights, cg_tuner **out, base_diag *d);
 void cg_tuner_close(cg_tuner *t);
+/* The mono configuration kiln tune chose for key (target_cuda_mono_key),
+ * from t's database; false when there is none (or no t, no database). */
+bool cg_tuner_mono_config(cg_tuner *t, const char *key, target_mono_config *out);
 
 #endif

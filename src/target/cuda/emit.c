@@ -1018,29 +1018,20 @@ static void progress(const target_options *o, const char *line)
 }
 
 /* The configuration `kiln tune` chose for this model on this GPU, if it
- * did (target_cuda_mono_lookup); a database that cannot be read is a
- * progress line, never an error. OUT: *block, *per_sm (unchanged if none). */
+ * did: in the database the tuner has open (none: no GPU, or no database
+ * file). OUT: *block, *per_sm (unchanged if none). */
 static void tuned_config(const cg_emitter *e, int *block, int *per_sm)
 {
     const target_options *o = e->o;
     char key[128], line[256];
     target_cuda_mono_key(e->p, o->schedule, o->precision, key, sizeof(key));
     target_mono_config c;
-    bool found = false;
-    base_diag d;
-    base_diag_init(&d);
-    if (target_cuda_mono_lookup(o->tuning_db, key, NULL, &c, &found, &d) != KILN_OK) {
-        snprintf(line, sizeof(line), "mono: the tuning database was not read (%s); the configuration is the "
-                                     "heuristic's", d.n_msgs ? d.msgs[0] : "unknown error");
-        progress(o, line);
-    } else if (found) {
-        *block = c.block;
-        *per_sm = c.per_sm;
-        snprintf(line, sizeof(line), "mono: blocks of %d threads, %d a multiprocessor, as kiln tune chose (%.1f us, %s)",
-                 c.block, c.per_sm, c.us, c.date);
-        progress(o, line);
-    }
-    base_diag_free(&d);
+    if (!cg_tuner_mono_config(e->tuner, key, &c)) return;
+    *block = c.block;
+    *per_sm = c.per_sm;
+    snprintf(line, sizeof(line), "mono: blocks of %d threads, %d a multiprocessor, as kiln tune chose (%.1f us, %s)",
+             c.block, c.per_sm, c.us, c.date);
+    progress(o, line);
 }
 
 /* The two images every artifact carries: sm_80 (Ampere and later, generic)
@@ -1140,7 +1131,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
         const char *share_env = getenv("KILN_SHARE_CODE");
         if (st == KILN_OK && !(share_env && strcmp(share_env, "0") == 0) && !(pr.share = cg_share_new()))
             st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
-        if (st == KILN_OK && !want_block && e.gpu.present) tuned_config(&e, &want_block, &per_sm);
+        if (st == KILN_OK && !want_block) tuned_config(&e, &want_block, &per_sm);
         e.want_block = want_block ? want_block : mono_block(p);
         pr.blocks_per_sm = per_sm ? per_sm : mono_blocks_per_sm(p, e.want_block);
         pr.block = e.want_block;

@@ -929,26 +929,48 @@ static void mono_row_key(char *out, size_t n, const char *key, const char *confi
     snprintf(out, n, "mono-config %s%s%s", key, config ? " " : "", config ? config : "");
 }
 
+/* The row for config (NULL: the chosen one) in db under scope s. */
+static kiln_status mono_row_read(cg_tune_db *db, const cg_tune_scope *s, const char *key, const char *config,
+                                 target_mono_config *out, bool *found, base_diag *d)
+{
+    char row_key[256];
+    cg_tune_row row;
+    int block = 0, per_sm = 0;
+    *found = false;
+    mono_row_key(row_key, sizeof(row_key), key, config);
+    KILN_TRY(cg_tune_db_lookup(db, s, row_key, &row, found, d));
+    if (*found && (sscanf(row.desc, "%dx%d", &block, &per_sm) != 2 || block < 32 || per_sm < 1))
+        *found = false; /* not a row this code wrote */
+    if (*found) *out = (target_mono_config){.block = block, .per_sm = per_sm, .us = row.us};
+    if (*found) snprintf(out->date, sizeof(out->date), "%s", row.date);
+    return KILN_OK;
+}
+
 kiln_status target_cuda_mono_lookup(const char *tuning_db, const char *key, const char *config,
                                     target_mono_config *out, bool *found, base_diag *d)
 {
     *found = false;
     cg_tune_db *db = NULL;
     rt_cuda_device dev = {0};
-    char build[64] = "", row_key[256];
+    char build[64] = "";
     kiln_status st = mono_db_open(tuning_db, &db, &dev, build, sizeof(build), d);
     cg_tune_scope s = {.gpu = dev.name, .sm = dev.sm_major * 10 + dev.sm_minor, .driver = dev.driver_version,
                        .kiln = build};
-    cg_tune_row row;
-    mono_row_key(row_key, sizeof(row_key), key, config);
-    if (st == KILN_OK && db) st = cg_tune_db_lookup(db, &s, row_key, &row, found, d);
-    int block = 0, per_sm = 0;
-    if (st == KILN_OK && *found && (sscanf(row.desc, "%dx%d", &block, &per_sm) != 2 || block < 32 || per_sm < 1))
-        *found = false; /* not a row this code wrote */
-    if (*found) *out = (target_mono_config){.block = block, .per_sm = per_sm, .us = row.us};
-    if (*found) snprintf(out->date, sizeof(out->date), "%s", row.date);
+    if (st == KILN_OK && db) st = mono_row_read(db, &s, key, config, out, found, d);
     cg_tune_db_close(db);
     return st;
+}
+
+bool cg_tuner_mono_config(cg_tuner *t, const char *key, target_mono_config *out)
+{
+    if (!t || !t->db) return false;
+    cg_tune_scope s = scope_of(t);
+    bool found = false;
+    base_diag d;
+    base_diag_init(&d);
+    if (mono_row_read(t->db, &s, key, NULL, out, &found, &d) != KILN_OK) say_diag(t, "tuning: warning", &d);
+    base_diag_free(&d);
+    return found;
 }
 
 kiln_status target_cuda_mono_store(const char *tuning_db, const char *key, const char *config,
