@@ -1226,6 +1226,22 @@ static kiln_status bench_run(kiln_rt_model *rm, const cli_args *a, dev_io *io, c
     return st == KILN_OK ? KILN_OK : rt_error(st, d);
 }
 
+/* warmup runs, then n timed ones (host clock around each): lat[0..n)
+ * sorted, fastest first. */
+static kiln_status timed_runs(kiln_rt_model *rm, const cli_args *a, dev_io *io, const ir_tensor *ins, ir_tensor *outs,
+                              int warmup, int n, double *lat, base_diag *d)
+{
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < warmup && st == KILN_OK; i++) st = bench_run(rm, a, io, ins, outs, d);
+    for (int i = 0; i < n && st == KILN_OK; i++) {
+        double t0 = now_s();
+        st = bench_run(rm, a, io, ins, outs, d);
+        lat[i] = now_s() - t0;
+    }
+    if (st == KILN_OK) qsort(lat, (size_t)n, sizeof(double), cmp_double);
+    return st;
+}
+
 static int cmd_bench(int argc, char **argv)
 {
     cli_args a;
@@ -1255,14 +1271,8 @@ static int cmd_bench(int argc, char **argv)
         st = bench_run(rm, &a, &io, ins, outs, &d);
         first = now_s() - t0;
     }
-    for (int i = 0; i < a.warmup && st == KILN_OK; i++) st = bench_run(rm, &a, &io, ins, outs, &d);
-    for (int i = 0; i < a.iterations && st == KILN_OK; i++) {
-        double t0 = now_s();
-        st = bench_run(rm, &a, &io, ins, outs, &d);
-        lat[i] = now_s() - t0;
-    }
+    if (st == KILN_OK) st = timed_runs(rm, &a, &io, ins, outs, a.warmup, a.iterations, lat, &d);
     if (st == KILN_OK) {
-        qsort(lat, (size_t)a.iterations, sizeof(double), cmp_double);
         int n = a.iterations;
         double mn = lat[0], med = lat[n / 2], p90 = lat[(int)(0.9 * (n - 1))], p99 = lat[(int)(0.99 * (n - 1))];
         struct rusage ru;
@@ -1393,16 +1403,8 @@ static kiln_status time_mono(ir_model *m, const cli_args *a, const char *schedul
     dev_io io = {0};
     if (st == KILN_OK) st = dev_io_open(rm, ins, &io, d);
     double lat[MONO_TUNE_RUNS];
-    for (int i = 0; i < MONO_TUNE_WARMUP && st == KILN_OK; i++) st = bench_run(rm, &ca, &io, ins, outs, d);
-    for (int i = 0; i < MONO_TUNE_RUNS && st == KILN_OK; i++) {
-        double t0 = now_s();
-        st = bench_run(rm, &ca, &io, ins, outs, d);
-        lat[i] = now_s() - t0;
-    }
-    if (st == KILN_OK) {
-        qsort(lat, MONO_TUNE_RUNS, sizeof(double), cmp_double);
-        *us = lat[MONO_TUNE_RUNS / 2] * 1e6;
-    }
+    if (st == KILN_OK) st = timed_runs(rm, &ca, &io, ins, outs, MONO_TUNE_WARMUP, MONO_TUNE_RUNS, lat, d);
+    if (st == KILN_OK) *us = lat[MONO_TUNE_RUNS / 2] * 1e6;
     dev_io_close(&io);
     kiln_rt_free(rm);
     return st;
