@@ -424,12 +424,9 @@ def ratio(peer, kiln_us):
     return "%.2fx" % (peer / kiln_us)
 
 
-# MonoNN Fig. 12's steps that kiln has, in order: (schedule, what it adds).
-# Its ILP and cache/shared-memory steps are not built; they would sit
-# between the base and barrier merging.
 # MonoNN Fig. 12's steps, each a schedule (with gpu.py's variant suffixes:
-# +noilp turns context-aware ILP off, +cache the cache hints on, through
-# kiln's environment)
+# +noilp turns context-aware ILP off, +cache the cache hints on, +wide the
+# narrow rOperators off, through kiln's environment)
 # (kiln's mono has the hints off unless KILN_MONO_CACHE=1, so the steps
 # after them name +cache; the mono row without is kiln's default)
 ABLATION = (("mono-unmerged+noilp", "base: one persistent kernel, a barrier after every group"),
@@ -438,13 +435,13 @@ ABLATION = (("mono-unmerged+noilp", "base: one persistent kernel, a barrier afte
             ("mono-barriers+cache", "+ barrier merging (longest path)"),
             ("mono+cache", "+ completion-counter waits"),
             ("mono", "kiln's mono (the same without the cache hints)"))
-VARIANTS = {"noilp": ("KILN_MONO_ILP", "0"), "cache": ("KILN_MONO_CACHE", "1")}
+VARIANTS = {"noilp": ("KILN_MONO_ILP", "0"), "cache": ("KILN_MONO_CACHE", "1"), "wide": ("KILN_MONO_NARROW", "0")}
 
 
 def split_schedule(s):
     """gpu.py's schedule name -> (kiln's --schedule, the environment its
     variant suffixes set): mono-unmerged+noilp -> mono-unmerged, KILN_MONO_ILP=0;
-    +cache -> KILN_MONO_CACHE=1."""
+    +cache -> KILN_MONO_CACHE=1; +wide -> KILN_MONO_NARROW=0."""
     parts = s.split("+")
     return parts[0], dict(VARIANTS[v] for v in parts[1:])
 
@@ -608,8 +605,9 @@ def main():
                          "first, which also picks the persistent kernel's configuration")
     ap.add_argument("--schedule", default="kernels",
                     help="kiln's schedule(s), comma-separated: kernels, mono, mono-barriers, mono-unmerged, "
-                         "the mono ones with a block configuration (mono:256x2) and the variants +noilp and "
-                         "+cache (KILN_MONO_ILP=0, KILN_MONO_CACHE=1: mono-unmerged+noilp); a table row each; "
+                         "the mono ones with a block configuration (mono:256x2) and the variants +noilp, "
+                         "+cache and +wide (KILN_MONO_ILP=0, KILN_MONO_CACHE=1, KILN_MONO_NARROW=0: "
+                         "mono-unmerged+noilp); a table row each; "
                          "default kernels")
     ap.add_argument("--tuning-db", help="kiln's tuning database (default: kiln's)")
     ap.add_argument("--skip-compile-peers", action="store_true", help="no torch.compile")
@@ -643,8 +641,8 @@ def main():
             all(v in VARIANTS for v in suffixes) and not (suffixes and kind == "kernels")
     if not a.schedules or len(set(a.schedules)) != len(a.schedules) or not all(known(s) for s in a.schedules):
         ap.error("--schedule takes kernels, mono, mono-barriers and/or mono-unmerged (each with kiln's :BLOCKxN, "
-                 "e.g. mono:256x2, and a mono one with +noilp and/or +cache, which turn off context-aware ILP "
-                 "and on cache hints), comma-separated, each once")
+                 "e.g. mono:256x2, and a mono one with +noilp, +cache and/or +wide, which turn off context-aware ILP, "
+                 "on cache hints and off narrow rOperators), comma-separated, each once")
     a.bundle = os.path.abspath(a.bundle)
     a.kiln = os.path.abspath(a.kiln) if a.kiln else os.path.join(a.bundle, "kiln")
     return run(a)

@@ -202,6 +202,9 @@ static const char compile_help[] =
     "  KILN_MONO_CACHE=1      mono schedules: cache hints on memory-bound groups' loads\n"
     "                         (broadcast operands evict-last, data read once evict-first);\n"
     "                         off by default: on an H100 they cost ViT 1.5%, gave ResNet-50 3%\n"
+    "  KILN_MONO_NARROW=0     mono schedules: every rOperator built for the block's threads,\n"
+    "                         instead of narrower ones (attention in fewer warps) whose rTasks\n"
+    "                         the block's other threads skip\n"
     "\n";
 
 static const char tune_help[] =

@@ -321,6 +321,46 @@ PY
     mb_build kernels -- --schedule kernels
     expect cuda_kernels_no_mono_ilp 1 "0" -- grep -cE "ILP |_stream_|_keep_|KG_HINT_|kg_rows_rtask_mono" "$tmp/kernels.cu"
     expect cuda_kernels_rows 0 "1" -- grep -c "kg_rows_rtask(&p, t);" "$tmp/kernels.cu"
+
+    # Narrow rOperators (Rammer 4.1.3): BERT-base's attention at batch 1
+    # (12 heads of 128 queries) in a persistent kernel of 128-thread blocks
+    # takes 2 warps (48 rTasks) on the block's first 64 threads, the others
+    # skipping its rTasks; its barriers are the rTask's own (kg_sync_n).
+    # KILN_MONO_NARROW=0 gives it the block's 4 warps (24 rTasks); the
+    # kernels schedule makes 64-thread blocks of it. Each build compiles the
+    # guarded call, with waits and with grid barriers, for sm_80 and sm_90a.
+    python3 - "$tmp/att.onnx" <<'PY'
+import sys
+import onnx
+from onnx import TensorProto, helper
+shape = [1, 12, 128, 64]
+nodes = [helper.make_node("Relu", [n + "_in"], [n]) for n in "qkv"]
+nodes += [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+          helper.make_node("MatMul", ["q", "kt"], ["s"]),
+          helper.make_node("Div", ["s", "d"], ["sd"]),
+          helper.make_node("Softmax", ["sd"], ["p"], axis=-1),
+          helper.make_node("MatMul", ["p", "v"], ["y"])]
+g = helper.make_graph(nodes, "att", [helper.make_tensor_value_info(n + "_in", TensorProto.FLOAT, shape) for n in "qkv"],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+                      [helper.make_tensor("d", TensorProto.FLOAT, [], [8.0])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_narrow_listed 0 "1" -- sh -c "'$kiln' inspect '$tmp/att.onnx' --schedule mono:128x1 --precision fp16 \
+        | grep -c '48 rTasks .*, on 64 of the 128 threads  \[kg_att_mma, 2 warps\]'"
+    expect cuda_narrow_off 0 "1" -- sh -c "KILN_MONO_NARROW=0 '$kiln' inspect '$tmp/att.onnx' --schedule mono:128x1 \
+        --precision fp16 | grep -c ' 24 rTasks  *[0-9]* B smem  \[kg_att_mma, 4 warps\]'"
+    expect cuda_narrow_kernels 0 "1" -- sh -c "'$kiln' inspect '$tmp/att.onnx' --schedule kernels --precision fp16 \
+        | grep -c '64 threads a block'"
+    for sched in mono mono-barriers; do
+        expect "cuda_narrow_build_$sched" 0 "stages" -- "$kiln" compile "$tmp/att.onnx" -o "$tmp/att_$sched.kiln" \
+            --target cuda --precision fp16 --schedule "$sched:128x1" --emit-source "$tmp/att_$sched"
+        expect "cuda_narrow_guard_$sched" 0 "1" -- grep -cE "^ *if \(threadIdx.x < 64u\) op_[0-9]+\(c, t( - [0-9]+)?\);" \
+            "$tmp/att_$sched/model.cu"
+    done
+    expect cuda_narrow_block_meets 0 "1" -- sh -c "grep -A1 -E 'if \(threadIdx.x < 64u\) op_' \
+        '$tmp/att_mono-barriers/model.cu' | grep -c '^ *__syncthreads();'"
+    expect cuda_narrow_own_barriers 1 "0" -- sh -c "sed -n '/kg_att_mma_rtask(const kg_att/,/^}/p' \
+        '$tmp/att_mono/model.cu' | grep -c '__syncthreads\|blockDim'"
 fi
 
 echo "cli: $passed passed, $failed failed"

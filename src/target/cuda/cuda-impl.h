@@ -16,7 +16,12 @@
  *     an rTask must still reach every __syncthreads();
  *   - the rTask reads only blockDim.x (== cg_op.block), threadIdx.x, t and
  *     kg_smem (cg_op.smem_bytes of it): never blockIdx / gridDim, so the same
- *     function runs in a persistent kernel (--schedule=mono, later);
+ *     function runs in a persistent kernel (--schedule=mono);
+ *   - a narrow rOperator (cg_op.narrow) does not read blockDim.x either: it
+ *     is written for cg_op.block threads and meets them with kg_sync_n, so
+ *     a persistent kernel of wider blocks may run it on its first
+ *     cg_op.block threads while the rest skip its rTasks (Rammer's early
+ *     exit; emit.c);
  *   - a comment before the function names the ONNX nodes (cg_comment).
  */
 #ifndef KILN_TARGET_CUDA_IMPL_H
@@ -31,6 +36,7 @@ typedef struct cg_op {
     int smem_bytes;    /* dynamic shared memory per rTask (0 .. 227 KB) */
     bool splitk;       /* uses kg.h's split-K workspace (one such op per kernel) */
     int cluster;       /* blocks per cluster: 0 or 1 none, 2 pairs (a kernel of its own, KG_CLUSTER) */
+    bool narrow;       /* may run on the first `block` threads of a wider persistent block (kg_sync_n) */
     char config[96];   /* the template configuration chosen, for listings ("" when there is no choice) */
 } cg_op;
 
@@ -65,6 +71,10 @@ typedef struct cg_emitter {
      * size; one that cannot keeps its own size and the kernel ends there
      * (emit.c). Tuning keys name it, since it narrows the candidates. */
     int want_block;
+    /* mono schedules: whether an emitter may build a narrow rOperator
+     * (cg_op.narrow) of fewer threads than want_block, its rTasks' other
+     * threads exiting early (Rammer 4.1.3); KILN_MONO_NARROW=0 turns it off */
+    bool narrow_ok;
     /* mono schedules: the blocks of want_block threads resident on each
      * multiprocessor (the kernel-wide configuration), so n_sms * mono_per_sm
      * blocks run every stage; 0 in the kernels schedule */

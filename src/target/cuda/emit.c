@@ -614,7 +614,16 @@ typedef struct member {
 typedef struct batch {
     member *m;
     int n, cap;
+    int block; /* the kernel's threads a block: its members', or in mono the widest, the narrow ones' early-exiting */
 } batch;
+
+/* The block an rOperator's kernel needs: its own, or in a persistent
+ * kernel the kernel's (pr->block) for a narrow one (cg_op.narrow) of fewer
+ * threads, whose rTasks the other threads skip (member_call). */
+static int kernel_block(const program *pr, const cg_op *op)
+{
+    return pr->mono && op->narrow && op->block < pr->block && pr->block % op->block == 0 ? pr->block : op->block;
+}
 
 static int stage_for(const cg_emitter *e, const batch *b, const sched_group *grp, const cg_op *op)
 {
@@ -708,9 +717,12 @@ static void list_batch(program *pr, const batch *b, const waits *w, const cg_op 
         for (int k = 0; k < b->n; k++) {
             const member *m = &b->m[k];
             if (m->stage != st) continue;
-            base_str_printf(l, "    group %-4d %-11s %7lld rTasks %6d B smem%s  %s%s%s%s\n", m->grp->id,
+            char narrow[64] = "";
+            if (m->op.block < b->block)
+                snprintf(narrow, sizeof(narrow), ", on %d of the %d threads", m->op.block, b->block);
+            base_str_printf(l, "    group %-4d %-11s %7lld rTasks %6d B smem%s%s  %s%s%s%s\n", m->grp->id,
                             sched_group_kind_name(m->grp->kind), (long long)m->op.n_rtasks, m->op.smem_bytes,
-                            m->op.splitk ? ", split-K" : "", m->op.config[0] ? "[" : "", m->op.config,
+                            m->op.splitk ? ", split-K" : "", narrow, m->op.config[0] ? "[" : "", m->op.config,
                             m->op.config[0] ? "]  " : "", m->grp->name);
             if (w && w->at[k + 1] > w->at[k]) {
                 base_str_cat(l, "                waits for group");
@@ -732,8 +744,15 @@ static void member_call(base_str *s, const batch *b, const waits *w, int k, int6
     const member *m = &b->m[k];
     char t[48] = "t";
     if (first) snprintf(t, sizeof(t), "t - %lld", (long long)first);
+    /* a narrow rOperator's rTask: the block's other threads exit it early,
+     * then the whole block meets (kg_signal does where there are waits) */
+    char guard[48] = "";
+    const bool narrow = m->op.block < b->block;
+    if (narrow) snprintf(guard, sizeof(guard), "if (threadIdx.x < %du) ", m->op.block);
     if (!w && slot < 0) {
-        base_str_printf(s, "op_%d(c, %s);\n", m->grp->id, t);
+        if (narrow) base_str_printf(s, "{\n            %sop_%d(c, %s);\n            __syncthreads();\n        }\n",
+                                    guard, m->grp->id, t);
+        else base_str_printf(s, "op_%d(c, %s);\n", m->grp->id, t);
         return;
     }
     base_str_cat(s, "{\n");
@@ -747,7 +766,8 @@ static void member_call(base_str *s, const batch *b, const waits *w, int k, int6
         base_str_cat(s, ");\n");
     }
     if (slot >= 0) base_str_printf(s, "            const kg_u64 kg_t1_ = %s;\n", waited ? "kg_prof_clock(c)" : "kg_t0_");
-    base_str_printf(s, "            op_%d(c, %s);\n", m->grp->id, t);
+    base_str_printf(s, "            %sop_%d(c, %s);\n", guard, m->grp->id, t);
+    if (narrow && !w) base_str_cat(s, "            __syncthreads();\n");
     /* the end is read before the signal lets a consumer start */
     if (slot >= 0) base_str_printf(s, "            kg_prof_rtask(c, %du, kg_t0_, kg_t1_);\n", slot);
     if (w) base_str_printf(s, "            kg_signal(kg_done_%d + %d);\n", b->m[0].grp->id, k);
@@ -775,7 +795,7 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
 {
     if (b->n == 0) return KILN_OK;
     int stages = 0, launch = pr->n, widest = 0;
-    cg_op all = {.block = b->m[0].op.block};
+    cg_op all = {.block = b->block};
     for (int k = 0; k < b->n; k++) {
         stages = KILN_MAX(stages, b->m[k].stage + 1);
         if (b->m[k].op.smem_bytes > all.smem_bytes) {
@@ -863,7 +883,7 @@ static kiln_status add_member(cg_emitter *e, program *pr, batch *b, const sched_
                               bool proto)
 {
     /* a clustered rOperator's rTasks pair up by block index: a kernel of its own */
-    bool fits = b->n == 0 || (op->block == b->m[0].op.block && op->cluster < 2 && b->m[0].op.cluster < 2);
+    bool fits = b->n == 0 || (kernel_block(pr, op) == b->block && op->cluster < 2 && b->m[0].op.cluster < 2);
     int stage = !fits || !b->n ? 0 : pr->unmerged ? b->m[b->n - 1].stage + 1 : stage_for(e, b, grp, op);
     if (!pr->mono && (stage > 0 || b->n == WAVE_MAX)) fits = false;
     if (!fits) {
@@ -877,6 +897,7 @@ static kiln_status add_member(cg_emitter *e, program *pr, batch *b, const sched_
         b->m = m;
         b->cap = cap;
     }
+    if (b->n == 0) b->block = kernel_block(pr, op);
     b->m[b->n++] = (member){.grp = grp, .op = *op, .stage = stage};
     if (pr->mono && proto)
         base_str_printf(&pr->sites, "static __device__ __noinline__ void op_%d(const kiln_gctx *c, int t);\n",
@@ -1136,6 +1157,8 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
         pr.blocks_per_sm = per_sm ? per_sm : mono_blocks_per_sm(p, e.want_block);
         pr.block = e.want_block;
         e.mono_per_sm = pr.blocks_per_sm;
+        const char *narrow_env = getenv("KILN_MONO_NARROW");
+        e.narrow_ok = !(narrow_env && strcmp(narrow_env, "0") == 0);
         /* every rOperator within its share of a multiprocessor's shared memory
          * (of which each resident block also costs 1 KB the system keeps) */
         int share = (e.gpu.smem_per_block_optin + 1024) / pr.blocks_per_sm - 1024;

@@ -20,8 +20,13 @@
  * and the output's strides are even; the fp32 SIMT kernel otherwise. The
  * warps per block (query rows per rTask) are offered to the tuner; without
  * a tuning result, the most warps (up to 4) that still give every fourth
- * multiprocessor an rTask (heuristic_warps). A wanted block size (cg_emitter.want_block)
- * fixes the warps instead, when its shared memory fits.
+ * multiprocessor an rTask (heuristic_warps). In a persistent kernel
+ * (cg_emitter.want_block) the warps are at most the block's; fewer make a
+ * narrow rOperator whose rTasks the block's other warps skip (Rammer's
+ * early exit, cg_op.narrow), so short sequences keep their rTasks: BERT-base
+ * at batch 1 in 48 rTasks of 2 warps instead of 24 of 4 in blocks of 128
+ * threads. Without narrow rOperators (KILN_MONO_NARROW=0) the block's
+ * warps, when its shared memory fits.
  */
 #include "target/cuda/cuda-impl.h"
 
@@ -160,9 +165,9 @@ static bool fits(const cg_emitter *e, const att_problem *pb, int warps)
  * 128 queries) ran 9.8 us in 48 rTasks of 2 warps against 11.5 us in 96
  * of 1, which one rTask per multiprocessor would have chosen (kiln tune
  * on an H100). */
-static int heuristic_warps(const cg_emitter *e, const att_problem *pb)
+static int heuristic_warps(const cg_emitter *e, const att_problem *pb, int most)
 {
-    int warps = 4;
+    int warps = KILN_MIN(4, most);
     for (; warps > 1; warps /= 2) {
         int64_t tasks = pb->batch * pb->heads * cdiv(pb->sq, (int64_t)rows_per_warp(pb) * warps);
         if (fits(e, pb, warps) && 4 * tasks >= e->gpu.n_sms) break;
@@ -223,7 +228,7 @@ static kiln_status emit_with(cg_emitter *e, const sched_group *grp, const att_pr
                     pb->k_rows, at->nan_to_zero ? 1 : 0,
                     pb->mma ? "kg_att_mma_rtask" : "kg_att_simt_rtask");
     *op = (cg_op){.n_rtasks = pb->batch * pb->heads * n_qt, .block = 32 * warps,
-                  .smem_bytes = (int)smem_bytes(pb, warps)};
+                  .smem_bytes = (int)smem_bytes(pb, warps), .narrow = true};
     snprintf(op->config, sizeof(op->config), "%s, %d warps", pb->mma ? "kg_att_mma" : "kg_att_simt", warps);
     return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;
 }
@@ -242,21 +247,25 @@ kiln_status cg_emit_attention(cg_emitter *e, const sched_group *grp, cg_op *op)
 {
     att_problem pb;
     KILN_TRY(att_problem_of(e, grp, &pb));
-    int warps = heuristic_warps(e, &pb);
+    /* in a persistent kernel, at most the block's warps */
+    const int most = e->want_block ? e->want_block / 32 : warp_cands[KILN_COUNT(warp_cands) - 1];
+    int warps = heuristic_warps(e, &pb, most);
     if (!fits(e, &pb, warps))
         return base_diag_add(e->d, KILN_ERR_UNSUPPORTED,
                              "group '%s' (attention): %lld bytes of shared memory per block are more than the GPU has",
                              grp->name, (long long)smem_bytes(&pb, warps));
-    /* a wanted block size fixes the warps (p.warps follows blockDim.x), when they fit */
-    if (e->want_block && fits(e, &pb, e->want_block / 32)) return emit_with(e, grp, &pb, e->want_block / 32, op);
+    /* without narrow rOperators the block's warps, when they fit */
+    if (e->want_block && !e->narrow_ok && fits(e, &pb, most)) return emit_with(e, grp, &pb, most, op);
     /* the tuner times the candidates that fit, in warp_cands' order */
     int n_cands = 0;
-    while (n_cands < (int)KILN_COUNT(warp_cands) && fits(e, &pb, warp_cands[n_cands])) n_cands++;
-    char key[200];
-    snprintf(key, sizeof(key), "attention %s %s b=%lld h=%lld sq=%lld sk=%lld d=%lld dv=%lld%s%s",
+    while (n_cands < (int)KILN_COUNT(warp_cands) && warp_cands[n_cands] <= most && fits(e, &pb, warp_cands[n_cands]))
+        n_cands++;
+    char key[200], block[32] = "";
+    if (e->want_block) snprintf(block, sizeof(block), " block=%d", e->want_block);
+    snprintf(key, sizeof(key), "attention %s %s b=%lld h=%lld sq=%lld sk=%lld d=%lld dv=%lld%s%s%s",
              pb.mma ? "mma" : "simt", st_code(cg_store(e, pb.at.q.v)), (long long)pb.batch, (long long)pb.heads,
              (long long)pb.sq, (long long)pb.sk, (long long)pb.d, (long long)pb.dv, pb.at.mask ? " mask" : "",
-             pb.mma && !pb.k_rows ? " kt" : "");
+             pb.mma && !pb.k_rows ? " kt" : "", block);
     cg_tune_key_cands(key, sizeof(key), warp_cands, (size_t)n_cands * sizeof(warp_cands[0]));
     int heuristic_index = 0;
     while (heuristic_index + 1 < n_cands && warp_cands[heuristic_index] != warps) heuristic_index++;

@@ -327,6 +327,24 @@ static __device__ __noinline__ void kg_waits_exit(unsigned *done, unsigned n)
     }
 }
 
+/* ---- rTasks of fewer threads than the block (Rammer 4.1.3) -------------------- *
+ * A persistent kernel's block has the threads of its widest rOperator; an
+ * rOperator built for n of them (cg_op.narrow) runs its rTasks on threads
+ * 0 .. n-1 while the others skip them (early exit: emit.c's member_call
+ * guards the call). Such an rOperator never reads blockDim.x and meets its
+ * own threads with kg_sync_n(n): the block's barrier 0 (__syncthreads) when
+ * n is the whole block, else named barrier 1 counting its n threads only,
+ * which the threads that skipped never touch, so it cannot deadlock. Every
+ * barrier outside rTasks (waits, signals, grid barriers) stays the whole
+ * block's, and the whole block meets after each narrow rTask (kg_signal or
+ * a __syncthreads emit.c adds), so barrier 1 never holds two thread counts
+ * at once. */
+static __device__ __forceinline__ void kg_sync_n(int n)
+{
+    if (n == (int)blockDim.x) __syncthreads();
+    else asm volatile("bar.sync 1, %0;" ::"r"(n) : "memory");
+}
+
 /* ---- block reductions (blockDim.x a multiple of 32, at most 1024) ------------- */
 
 static __device__ __forceinline__ float kg_warp_sum(float v)

@@ -35,6 +35,9 @@
  *
  * Strides are in elements of each tensor (0 where a dim is broadcast), so
  * Transposes the partition put into the group cost nothing.
+ *
+ * An rTask runs on threads 0 .. 32 * warps - 1 of its block: in a persistent
+ * kernel of wider blocks the others skip it (kg.h, kg_sync_n).
  */
 #ifndef KILN_KG_ATTENTION_CUH
 #define KILN_KG_ATTENTION_CUH
@@ -52,7 +55,7 @@ typedef struct kg_att {
     kg_i64 v_b, v_h, v_s, v_d;    /* v[b][h][key][dv] */
     kg_i64 m_b, m_h, m_q, m_k;    /* mask[b][h][query][key] */
     kg_i64 o_b, o_h, o_s, o_d;    /* o[b][h][query][dv] */
-    int warps;                    /* warps per block (blockDim.x / 32) */
+    int warps;                    /* warps of an rTask: threads 0 .. 32 * warps - 1 of the block (kg_sync_n) */
     int k_rows;                   /* mma: 1 when k_d == 1 ([key][d]), 0 when k_s == 1 ([d][key]) */
     int nan_zero;                 /* 1: a row whose softmax is NaN writes zeros (pass_attention.nan_to_zero) */
 } kg_att;
@@ -172,12 +175,12 @@ static __device__ __forceinline__ float kg_att_rescale(float *m, float mx, float
 
 /* A [n_rows, n_cols] tile of a 16-bit matrix (element (r, c) at
  * src + r * rs + c; zero where r >= row_lim or c >= col_lim) into shared
- * rows of w elements, by the whole block, 16 bytes per copy. */
+ * rows of w elements, by the rTask's `threads`, 16 bytes per copy. */
 static __device__ __forceinline__ void kg_att_tile(unsigned short *dst, int w, const unsigned short *src, kg_i64 rs,
-                                                   int n_rows, int row_lim, int n_cols, int col_lim)
+                                                   int n_rows, int row_lim, int n_cols, int col_lim, int threads)
 {
     const int cpr = n_cols / 8;
-    for (int i = threadIdx.x; i < n_rows * cpr; i += blockDim.x) {
+    for (int i = threadIdx.x; i < n_rows * cpr; i += threads) {
         int r = i / cpr, c = (i - r * cpr) * 8;
         int bytes = r < row_lim ? 2 * (col_lim - c) : 0;
         bytes = bytes < 0 ? 0 : bytes > 16 ? 16 : bytes;
@@ -194,7 +197,7 @@ static __device__ __forceinline__ unsigned kg_att_pack(float lo, float hi, const
 static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
 {
     const float NEG_INF = -__int_as_float(0x7f800000), LOG2E = 1.4426950408889634f;
-    const int br = 16 * p->warps, bf = p->tq == KG_ST_BF16;
+    const int br = 16 * p->warps, bf = p->tq == KG_ST_BF16, nt = 32 * p->warps;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3, mat = lane >> 3;
     int b, h, q0;
     kg_att_task(p, t, br, &b, &h, &q0);
@@ -211,10 +214,10 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
     unsigned short *vs = ks + (p->k_rows ? KG_ATT_BC : p->d) * wk;
 
     /* the q tile, then each warp's 16 rows into A fragments */
-    kg_att_tile(qs, wq, qg, p->q_s, br, p->sq - q0, p->d, p->d);
+    kg_att_tile(qs, wq, qg, p->q_s, br, p->sq - q0, p->d, p->d, nt);
     kg_att_commit();
     kg_att_wait(0);
-    __syncthreads();
+    kg_sync_n(nt);
     unsigned qf[KG_ATT_MAXD / 16][4];
 #pragma unroll
     for (int kd = 0; kd < KG_ATT_MAXD / 16; kd++) {
@@ -229,16 +232,16 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
     const int qa = q0 + 16 * warp + g, qb = qa + 8;
 
     for (int k0 = 0; k0 < p->sk; k0 += KG_ATT_BC) {
-        __syncthreads(); /* every warp is done with the previous k and v tiles */
+        kg_sync_n(nt); /* every warp is done with the previous k and v tiles */
         if (p->k_rows)
-            kg_att_tile(ks, wk, kg + (kg_i64)k0 * p->k_s, p->k_s, KG_ATT_BC, p->sk - k0, p->d, p->d);
+            kg_att_tile(ks, wk, kg + (kg_i64)k0 * p->k_s, p->k_s, KG_ATT_BC, p->sk - k0, p->d, p->d, nt);
         else
-            kg_att_tile(ks, wk, kg + k0, p->k_d, p->d, p->d, KG_ATT_BC, p->sk - k0);
+            kg_att_tile(ks, wk, kg + k0, p->k_d, p->d, p->d, KG_ATT_BC, p->sk - k0, nt);
         kg_att_commit();
-        kg_att_tile(vs, wv, vg + (kg_i64)k0 * p->v_s, p->v_s, KG_ATT_BC, p->sk - k0, p->dv, p->dv);
+        kg_att_tile(vs, wv, vg + (kg_i64)k0 * p->v_s, p->v_s, KG_ATT_BC, p->sk - k0, p->dv, p->dv, nt);
         kg_att_commit();
         kg_att_wait(1);
-        __syncthreads();
+        kg_sync_n(nt);
 
         /* s = q k^T: 16 rows x 64 keys per warp, 8 accumulator tiles of 16 x 8 */
         float s[KG_ATT_BC / 8][4];
@@ -300,7 +303,7 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
 
         /* o += p v: the score tiles 2kk and 2kk+1 are the A fragment of keys 16kk.. */
         kg_att_wait(0);
-        __syncthreads();
+        kg_sync_n(nt);
 #pragma unroll
         for (int kk = 0; kk < KG_ATT_BC / 16; kk++) {
             const int st = bf ? KG_ST_BF16 : KG_ST_F16;
@@ -348,7 +351,7 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
 static __device__ __forceinline__ void kg_att_simt_rtask(const kg_att *p, int t)
 {
     const float NEG_INF = -__int_as_float(0x7f800000), LOG2E = 1.4426950408889634f;
-    const int br = KG_ATT_SR * p->warps, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int br = KG_ATT_SR * p->warps, nt = 32 * p->warps, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int b, h, q0;
     kg_att_task(p, t, br, &b, &h, &q0);
     const kg_i64 qo = b * p->q_b + h * p->q_h, ko = b * p->k_b + h * p->k_h, vo = b * p->v_b + h * p->v_h;
@@ -359,8 +362,8 @@ static __device__ __forceinline__ void kg_att_simt_rtask(const kg_att *p, int t)
     float *ks = qs + br * p->d;            /* [32][d + 1]: a lane per row, no bank conflicts */
     float *vs = ks + KG_ATT_SBC * (p->d + 1); /* [32][dv] */
 
-    __syncthreads(); /* every warp is done with the previous rTask's q tile */
-    for (int i = threadIdx.x; i < br * p->d; i += blockDim.x) {
+    kg_sync_n(nt); /* every warp is done with the previous rTask's q tile */
+    for (int i = threadIdx.x; i < br * p->d; i += nt) {
         int r = i / p->d, c = i - r * p->d;
         float x = 0.0f;
         if (q0 + r < p->sq) kg_ld_n(p->q, qo + (kg_i64)(q0 + r) * p->q_s + (kg_i64)c * p->q_d, p->tq, 1, &x);
@@ -376,20 +379,20 @@ static __device__ __forceinline__ void kg_att_simt_rtask(const kg_att *p, int t)
     }
 
     for (int k0 = 0; k0 < p->sk; k0 += KG_ATT_SBC) {
-        __syncthreads(); /* the q tile is written; the previous k and v tiles are read */
-        for (int i = threadIdx.x; i < KG_ATT_SBC * p->d; i += blockDim.x) {
+        kg_sync_n(nt); /* the q tile is written; the previous k and v tiles are read */
+        for (int i = threadIdx.x; i < KG_ATT_SBC * p->d; i += nt) {
             int r = i / p->d, c = i - r * p->d;
             float x = 0.0f;
             if (k0 + r < p->sk) kg_ld_n(p->k, ko + (kg_i64)(k0 + r) * p->k_s + (kg_i64)c * p->k_d, p->tk, 1, &x);
             ks[r * (p->d + 1) + c] = x;
         }
-        for (int i = threadIdx.x; i < KG_ATT_SBC * p->dv; i += blockDim.x) {
+        for (int i = threadIdx.x; i < KG_ATT_SBC * p->dv; i += nt) {
             int r = i / p->dv, c = i - r * p->dv;
             float x = 0.0f;
             if (k0 + r < p->sk) kg_ld_n(p->v, vo + (kg_i64)(k0 + r) * p->v_s + (kg_i64)c * p->v_d, p->tv, 1, &x);
             vs[i] = x;
         }
-        __syncthreads();
+        kg_sync_n(nt);
 
         /* lane = key: the scores of the warp's rows */
         float sc[KG_ATT_SR];
