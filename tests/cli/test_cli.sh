@@ -361,6 +361,27 @@ PY
         '$tmp/att_mono-barriers/model.cu' | grep -c '^ *__syncthreads();'"
     expect cuda_narrow_own_barriers 1 "0" -- sh -c "sed -n '/kg_att_mma_rtask(const kg_att/,/^}/p' \
         '$tmp/att_mono/model.cu' | grep -c '__syncthreads\|blockDim'"
+    # GEMM tiles are narrow too (all but the producer-warp ones): a 128 x 768 x
+    # 768 product in 256-thread blocks takes a one-warpgroup TMA tile on the
+    # first 128 threads; without narrow rOperators only 256-thread tiles.
+    python3 - "$tmp/mm.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((768, 768)).astype(np.float32) * 0.03, "w")
+nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("MatMul", ["r", "w"], ["y"])]
+g = helper.make_graph(nodes, "mm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [128, 768])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [128, 768])], [w])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_narrow_gemm 0 "1" -- sh -c "'$kiln' inspect '$tmp/mm.onnx' --schedule mono:256x1 --precision fp16 \
+        | grep -c 'gemm .*, on 128 of the 256 threads  \[kg_gemm_wgt 64x'"
+    expect cuda_narrow_gemm_off 1 "0" -- sh -c "KILN_MONO_NARROW=0 '$kiln' inspect '$tmp/mm.onnx' --schedule mono:256x1 \
+        --precision fp16 | grep -c ' of the 256 threads'"
+    expect cuda_narrow_gemm_build 0 "stages" -- "$kiln" compile "$tmp/mm.onnx" -o "$tmp/mm.kiln" --target cuda \
+        --precision fp16 --schedule mono:256x1 --emit-source "$tmp/mm"
+    expect cuda_narrow_gemm_guard 0 "1" -- grep -cE "^ *if \(threadIdx.x < 128u\) op_1\(c, t\);" "$tmp/mm/model.cu"
 fi
 
 echo "cli: $passed passed, $failed failed"

@@ -330,6 +330,10 @@ static int64_t cfg_tiles(const gemm_problem *g, const gemm_cfg *c)
 
 static int64_t cfg_rtasks(const gemm_problem *g, const gemm_cfg *c) { return cfg_tiles(g, c) * c->splits; }
 
+/* Whether c's rOperator may be narrow (cg_op.narrow): every template but
+ * the producer-warp one meets only its own threads (kg_bar_sync, kg_sync_n). */
+static bool cfg_narrow(const gemm_cfg *c) { return c->cn == 0; }
+
 /* Split-K variants of the mma.sync and TMA candidates cands[0..n) of at
  * most 64 x 64 whose tiles do not fill the multiprocessors (larger ones,
  * 128 x 192 and 192 x 128 in two splits of BERT's 2048 x 768 x 3072, lost
@@ -427,19 +431,27 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *o
 }
 
 /* gemm_candidates narrowed to those of want_block threads (0: every size),
- * in the same order, and without clusters when the rOperator shares its
+ * or with `narrow` (cg_emitter.narrow_ok) also of fewer threads where the
+ * template may be narrow (cfg_narrow: run on the block's first threads
+ * while the rest skip it, so a persistent kernel of 256-thread blocks
+ * takes the one-warpgroup tiles too), in the same order, and without
+ * clusters when the rOperator shares its
  * kernel: in a persistent one (want_block) or beside share - 1 identical
  * products (plan_gemm_share; a clustered rOperator is a kernel of its own).
  * When none is left (a small problem whose fitting tiles are all
  * narrower), the tiles of that many threads the problem allows at all,
  * larger than it or not: idle threads cost less than a kernel of its own
  * under --schedule=mono. Else all of them. */
-static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_block, int share, gemm_cfg *out)
+static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_block, bool narrow, int share,
+                            gemm_cfg *out)
 {
     int n = gemm_candidates(g, gpu, out), kept = 0;
     if (!want_block && share < 2) return n;
-    for (int i = 0; i < n; i++)
-        if ((!want_block || cfg_threads(&out[i]) == want_block) && out[i].cn < 2) out[kept++] = out[i];
+    for (int i = 0; i < n; i++) {
+        const int threads = cfg_threads(&out[i]);
+        bool sized = !want_block || threads == want_block || (narrow && cfg_narrow(&out[i]) && threads < want_block);
+        if (sized && out[i].cn < 2) out[kept++] = out[i];
+    }
     if (kept > 0) return kept;
     if (!want_block) return gemm_candidates(g, gpu, out); /* only clusters fit: share nothing */
     const gemm_cfg *tables[2] = {simt_table, NULL};
@@ -764,6 +776,7 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
                  c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->stages, c->splits);
     op->splitk = c->splits > 1;
     op->cluster = KILN_MAX(1, c->cn);
+    op->narrow = cfg_narrow(c);
     KILN_TRY(cg_need(e, "kg_math.h"));
     KILN_TRY(cg_need(e, "kg_gemm.cuh"));
     return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;
@@ -791,7 +804,7 @@ static kiln_status emit_candidate(cg_emitter *e, const sched_group *grp, int can
     gemm_problem g;
     gemm_cfg cands[MAX_CANDS];
     KILN_TRY(gemm_analyse(e, grp, &g));
-    int n = sized_candidates(&g, &e->gpu, e->want_block, gemm_share(e, grp), cands);
+    int n = sized_candidates(&g, &e->gpu, e->want_block, e->narrow_ok, gemm_share(e, grp), cands);
     if (cand < 0 || cand >= n)
         return base_diag_add(e->d, KILN_ERR_INTERNAL, "group '%s': no GEMM candidate %d (of %d)", grp->name, cand, n);
     return emit_op(e, grp, &g, &cands[cand], op);
@@ -848,7 +861,7 @@ kiln_status cg_emit_gemm(cg_emitter *e, const sched_group *grp, cg_op *op)
     KILN_TRY(gemm_analyse(e, grp, &g));
     if (ir_numel(&g.y->t) == 0) return emit_empty(e, grp, op);
     int share = gemm_share(e, grp);
-    int n = sized_candidates(&g, &e->gpu, e->want_block, share, cands);
+    int n = sized_candidates(&g, &e->gpu, e->want_block, e->narrow_ok, share, cands);
     gemm_problem all = g;
     all.n_batch *= share;
     int pick = gemm_heuristic(&all, cands, n, &e->gpu);

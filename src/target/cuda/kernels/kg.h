@@ -122,6 +122,36 @@ KG_LDW_HINTED(kg_ldw_stream, ".cs")
 KG_LDW_HINTED(kg_ldw_keep, ".L1::evict_last")
 #undef KG_LDW_HINTED
 
+/* ---- rTasks of fewer threads than the block (Rammer 4.1.3) -------------------- *
+ * A persistent kernel's block has the threads of its widest rOperator; an
+ * rOperator built for n of them (cg_op.narrow) runs its rTasks on threads
+ * 0 .. n-1 while the others skip them (early exit: emit.c's member_call
+ * guards the call). Such an rOperator never reads blockDim.x and meets its
+ * own threads with kg_sync_n(n): the block's barrier 0 (__syncthreads) when
+ * n is the whole block, else named barrier 1 counting its n threads only,
+ * which the threads that skipped never touch, so it cannot deadlock. Every
+ * barrier outside rTasks (waits, signals, grid barriers) stays the whole
+ * block's, and the whole block meets after each narrow rTask (kg_signal or
+ * a __syncthreads emit.c adds), so barrier 1 never holds two thread counts
+ * at once. */
+static __device__ __forceinline__ void kg_sync_n(int n)
+{
+    if (n == (int)blockDim.x) __syncthreads();
+    else asm volatile("bar.sync 1, %0;" ::"r"(n) : "memory");
+}
+
+/* kg_sync_n that also tells whether pred held in any of the n threads. */
+static __device__ __forceinline__ bool kg_sync_or_n(bool pred, int n)
+{
+    if (n == (int)blockDim.x) return __syncthreads_or(pred) != 0;
+    unsigned any;
+    asm volatile("{\n .reg .pred p;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred p, 1, %2, p;\n selp.u32 %0, 1, 0, p;\n}"
+                 : "=r"(any)
+                 : "r"((unsigned)pred), "r"(n)
+                 : "memory");
+    return any != 0;
+}
+
 /* ---- split-K across blocks (kg_gemm_tc, kg_conv_tc) ---------------------------- *
  * The splits of one output tile are separate rTasks over ranges of K. Each
  * writes its fp32 partial tile to kg_splitk_ws (L2 only, .cg: another SM's
@@ -149,20 +179,21 @@ static __device__ __forceinline__ float kg_ld_cg(const float *p)
     return v;
 }
 
-/* After the block wrote its partial: counts it in for `slot`; true in the
- * last of `splits` blocks, whose later loads see every partial. Every thread
- * calls it (it synchronises; no static shared memory, which would push a 48
- * KB pipeline past the limit without opt-in). */
-static __device__ __forceinline__ bool kg_splitk_arrive(int slot, int splits)
+/* After the rTask wrote its partial: counts it in for `slot`; true in the
+ * last of `splits` rTasks, whose later loads see every partial. Each of the
+ * rTask's n threads (the block's first: kg_sync_n) calls it (it
+ * synchronises; no static shared memory, which would push a 48 KB pipeline
+ * past the limit without opt-in). */
+static __device__ __forceinline__ bool kg_splitk_arrive(int slot, int splits, int n)
 {
     __threadfence();
-    __syncthreads();
-    int last = 0;
+    kg_sync_n(n);
+    bool last = false;
     if (threadIdx.x == 0) {
         last = atomicAdd(kg_splitk_sem + slot, 1u) == (unsigned)(splits - 1);
         if (last) kg_splitk_sem[slot] = 0u; /* every split has arrived: ready for the next launch */
     }
-    if (!__syncthreads_or(last)) return false;
+    if (!kg_sync_or_n(last, n)) return false;
     __threadfence();
     return true;
 }
@@ -325,24 +356,6 @@ static __device__ __noinline__ void kg_waits_exit(unsigned *done, unsigned n)
         for (unsigned i = 0; i < n; i++) done[i] = 0u;
         atomicExch(&kg_grid_bar, 0u);
     }
-}
-
-/* ---- rTasks of fewer threads than the block (Rammer 4.1.3) -------------------- *
- * A persistent kernel's block has the threads of its widest rOperator; an
- * rOperator built for n of them (cg_op.narrow) runs its rTasks on threads
- * 0 .. n-1 while the others skip them (early exit: emit.c's member_call
- * guards the call). Such an rOperator never reads blockDim.x and meets its
- * own threads with kg_sync_n(n): the block's barrier 0 (__syncthreads) when
- * n is the whole block, else named barrier 1 counting its n threads only,
- * which the threads that skipped never touch, so it cannot deadlock. Every
- * barrier outside rTasks (waits, signals, grid barriers) stays the whole
- * block's, and the whole block meets after each narrow rTask (kg_signal or
- * a __syncthreads emit.c adds), so barrier 1 never holds two thread counts
- * at once. */
-static __device__ __forceinline__ void kg_sync_n(int n)
-{
-    if (n == (int)blockDim.x) __syncthreads();
-    else asm volatile("bar.sync 1, %0;" ::"r"(n) : "memory");
 }
 
 /* ---- block reductions (blockDim.x a multiple of 32, at most 1024) ------------- */

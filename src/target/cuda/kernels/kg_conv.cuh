@@ -594,7 +594,7 @@ static __device__ __forceinline__ void kg_conv_tc(const kg_conv *p, int t, const
                 kg_st_cg(part + (kg_i64)split * (BM * BN) + idx, v);
             }
         }
-        if (!kg_splitk_arrive(slot, SK)) return; /* the whole block: not the tile's last split */
+        if (!kg_splitk_arrive(slot, SK, blockDim.x)) return; /* the whole block: not the tile's last split */
 #pragma unroll
         for (int i = 0; i < (BM * BN + threads - 1) / threads; i++) {
             int idx = tid + i * threads;

@@ -341,7 +341,8 @@ static __device__ __forceinline__ void kg_gemm_load_ab(const kg_gemm_args *g, un
  * (.cg): another SM's partials must not come from this SM's L1. */
 static __device__ __forceinline__ bool kg_gemm_splitk_last(const kg_gemm_args *g,
                                                            float (*acc)[KG_GEMM_NI_MAX][4], const int mi_n,
-                                                           const int ni_n, const int tile, int slice, int at)
+                                                           const int ni_n, const int tile, int slice, int at,
+                                                           const int n_threads)
 {
     float *part = kg_splitk_ws + (kg_i64)g->slot * g->splits * tile + at;
     if (slice == 0) {
@@ -353,7 +354,7 @@ static __device__ __forceinline__ bool kg_gemm_splitk_last(const kg_gemm_args *g
 #pragma unroll
                 for (int v = 0; v < 4; v++) kg_st_cg(dst + ((i * ni_n + j) * 4 + v) * 32, acc[i][j][v]);
     }
-    if (!kg_splitk_arrive(g->slot, g->splits)) return false;
+    if (!kg_splitk_arrive(g->slot, g->splits, n_threads)) return false;
     if (slice == 0) {
         /* splits is a constant here: every load is issued before the sums
          * wait (a loop over the splits would wait one L2 trip per split) */
@@ -375,11 +376,9 @@ static __device__ __forceinline__ bool kg_gemm_splitk_last(const kg_gemm_args *g
 
 /* A barrier of the block's first n threads (a multiple of 32): all of
  * them unless the block has warps that do something else (kg_gemm_tc in
- * the sm_80 image of kg_gemm_wgt_ws, beside its idle producer warp). */
-static __device__ __forceinline__ void kg_bar_sync(const int n)
-{
-    asm volatile("bar.sync 0, %0;\n" ::"r"(n) : "memory");
-}
+ * the sm_80 image of kg_gemm_wgt_ws, beside its idle producer warp, or a
+ * narrow rOperator in a persistent kernel's wider block: kg.h, kg_sync_n). */
+static __device__ __forceinline__ void kg_bar_sync(const int n) { kg_sync_n(n); }
 
 /*
  * C tile (tm, tn) of g on tensor cores. bm x bn block tile, bk deep k-tiles,
@@ -504,7 +503,8 @@ static __device__ __forceinline__ void kg_gemm_tc(const kg_gemm_args *g, int tm,
         }
     }
 
-    if (g->splits > 1 && !kg_gemm_splitk_last(g, acc, mi_n, ni_n, bm * bn, slice, wi * mi_n * ni_n * 4 * 32 + lane))
+    if (g->splits > 1 &&
+        !kg_gemm_splitk_last(g, acc, mi_n, ni_n, bm * bn, slice, wi * mi_n * ni_n * 4 * 32 + lane, n_threads))
         return; /* not the last split of the tile (the whole block returns) */
 
     if (slice == 0) {
@@ -739,7 +739,7 @@ static __device__ __forceinline__ void kg_gemm_wg(const kg_gemm_args *g, int tm,
     for (int kt = 0; kt < k_tiles; kt++) {
         kg_cp_async_wait(stages - 3);
         kg_fence_proxy_async();
-        __syncthreads();
+        kg_sync_n(n_threads);
         /* the MMAs first, so the tensor cores get them at once; then, while
          * they run, the copies into the stage of kt - 2, whose MMAs every
          * warpgroup has waited for before the barrier */
@@ -766,7 +766,7 @@ static __device__ __forceinline__ void kg_gemm_wg(const kg_gemm_args *g, int tm,
 #pragma unroll
             for (int i = 0; i < bn / 8; i++) kg_gemm_out2(g, row + 8 * h, col + 8 * i, d[4 * i + 2 * h], d[4 * i + 2 * h + 1]);
         }
-    __syncthreads();
+    kg_sync_n(n_threads);
 #else
     kg_gemm_wg_on_tc(g, tm, tn, bm, bn);
 #endif
@@ -988,7 +988,7 @@ static __device__ __forceinline__ void kg_gemm_wgt_store(const kg_gemm_args *g, 
                                                          const int n_threads)
 {
     const int wg = threadIdx.x >> 7, wq = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
-    __syncthreads();
+    kg_sync_n(n_threads);
     float *sp = (float *)(kg_smem + (smem - kg_smem_addr(kg_smem)));
     const int ld = bn + 8, r0 = wg * 64 + wq * 16 + (lane >> 2), c0 = (lane & 3) * 2;
     if (wg < bm / 64)
@@ -997,7 +997,7 @@ static __device__ __forceinline__ void kg_gemm_wgt_store(const kg_gemm_args *g, 
 #pragma unroll
             for (int i = 0; i < bn / 8; i++)
                 *(float2 *)(sp + (r0 + 8 * h) * ld + c0 + 8 * i) = make_float2(d[4 * i + 2 * h], d[4 * i + 2 * h + 1]);
-    __syncthreads();
+    kg_sync_n(n_threads);
     kg_gemm_store_staged(g, sp, ld, m0, n0, bm, bn, n_threads);
 }
 #endif
@@ -1032,7 +1032,7 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
                                                    const int stages)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    const int bk = 64, n_warps = bm / 64 * 4;
+    const int bk = 64, n_warps = bm / 64 * 4, n_threads = n_warps * 32;
     const int a_bytes = bm * bk * 2, b_bytes = bn * bk * 2;
     const int wg = threadIdx.x >> 7, wq = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     const int m0 = tm * bm, n0 = tn * bn;
@@ -1052,7 +1052,7 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     kg_fence_proxy_async();
-    __syncthreads();
+    kg_sync_n(n_threads);
     if (threadIdx.x == 0)
         for (int s = 0; s < stages && s < k_tiles; s++)
             kg_gemm_tma_issue(g, smem + s * a_bytes, smem_b + s * b_bytes, full + 8 * s, m0, n0, kt0 + s, bm, bn, 1,
@@ -1081,11 +1081,11 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
          * x at i * threads + x: coalesced) and counts itself in; the last
          * sums all of them in split order, so the result does not depend
          * on which split came last */
-        const int n_threads = bm / 64 * 128, tile = bm * bn;
+        const int tile = bm * bn;
         float *part = kg_splitk_ws + (kg_i64)g->slot * g->splits * tile + threadIdx.x;
 #pragma unroll
         for (int i = 0; i < bn / 2; i++) kg_st_cg(part + (kg_i64)g->split * tile + i * n_threads, d[i]);
-        if (!kg_splitk_arrive(g->slot, g->splits)) return; /* not the last split (the whole block returns) */
+        if (!kg_splitk_arrive(g->slot, g->splits, n_threads)) return; /* not the last split (the whole block returns) */
 #pragma unroll
         for (int i = 0; i < bn / 2; i++) {
             float sum = kg_ld_cg(part + i * n_threads);
@@ -1095,9 +1095,9 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
         }
     }
 
-    kg_gemm_wgt_store(g, d, smem, m0, n0, bm, bn, bm / 64 * 128);
+    kg_gemm_wgt_store(g, d, smem, m0, n0, bm, bn, n_threads);
     /* the next rTask re-initialises the barriers and refills the stages */
-    __syncthreads();
+    kg_sync_n(n_threads);
 #else
     kg_gemm_wg_on_tc(g, tm, tn, bm, bn);
 #endif
@@ -1254,7 +1254,7 @@ static __device__ __forceinline__ void kg_gemm_simt(const kg_gemm_args *g, int t
         KG_GEMM_SIMT_FETCH(0);
         KG_GEMM_SIMT_STORE(0);
     }
-    __syncthreads();
+    kg_sync_n(n_threads);
 #pragma unroll 1
     for (int kt = 0; kt < k_tiles; kt++) {
         int buf = kt & 1;
@@ -1274,7 +1274,7 @@ static __device__ __forceinline__ void kg_gemm_simt(const kg_gemm_args *g, int t
                 for (int j = 0; j < 8; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
         }
         if (kt + 1 < k_tiles) KG_GEMM_SIMT_STORE(buf ^ 1);
-        __syncthreads();
+        kg_sync_n(n_threads);
     }
 #undef KG_GEMM_SIMT_FETCH
 #undef KG_GEMM_SIMT_STORE
@@ -1290,7 +1290,7 @@ static __device__ __forceinline__ void kg_gemm_simt(const kg_gemm_args *g, int t
         }
     }
     /* the next rTask of this block overwrites the shared tiles */
-    __syncthreads();
+    kg_sync_n(n_threads);
 }
 
 #define KG_GEMM_SIMT_SMEM(bm, bn) (2 * 8 * ((bm) + 4 + (bn) + 4) * 4)
