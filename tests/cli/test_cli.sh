@@ -236,6 +236,21 @@ PY
     # by default, not the one block small products get
     expect cuda_mono_large_product_config 0 "blocks of 128 threads, 3 a multiprocessor" -- "$kiln" inspect "$tmp/ffn2.onnx" \
         --schedule mono --precision fp16
+    # a small product taller than one 128-row tile (ViT's 197 rows): one block
+    # of 256 threads; BERT b1's 128 rows (mm.onnx below) keep one of 128
+    python3 - "$tmp/tall.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((768, 3072)).astype(np.float32), "w")
+g = helper.make_graph([helper.make_node("Relu", ["x"], ["h"]), helper.make_node("MatMul", ["h", "w"], ["y"])], "tall",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [197, 768])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [197, 3072])], [w])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_mono_tall_product_config 0 "blocks of 256 threads, 1 a multiprocessor" -- "$kiln" inspect "$tmp/tall.onnx" \
+        --schedule mono --precision fp16
 
     # BERT's query, key and value at batch 16: three 2048 x 768 x 768 products
     # of one A in one wave choose their tiles together (192 x 192: 3 x 44
@@ -375,6 +390,8 @@ g = helper.make_graph(nodes, "mm", [helper.make_tensor_value_info("x", TensorPro
                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, [128, 768])], [w])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
 PY
+    expect cuda_mono_short_product_config 0 "blocks of 128 threads, 1 a multiprocessor" -- "$kiln" inspect "$tmp/mm.onnx" \
+        --schedule mono --precision fp16
     expect cuda_narrow_gemm 0 "1" -- sh -c "'$kiln' inspect '$tmp/mm.onnx' --schedule mono:256x1 --precision fp16 \
         | grep -c 'gemm .*, on 128 of the 256 threads  \[kg_gemm_wgt 64x'"
     expect cuda_narrow_gemm_off 1 "0" -- sh -c "KILN_MONO_NARROW=0 '$kiln' inspect '$tmp/mm.onnx' --schedule mono:256x1 \

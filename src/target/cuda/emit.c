@@ -538,13 +538,40 @@ static kiln_status check_op(cg_emitter *e, const sched_group *grp, const cg_op *
  * Three where convolutions dominate: ResNet-50 759 us at 256x3, 780 at
  * 256x1, 1464 at 128x1 (one H100, one run each). The line between small
  * and large: the largest product's output, at most MONO_SMALL_PRODUCT
- * elements (ViT b1's largest is 0.6 M, BERT b16's 6.3 M). */
+ * elements (ViT b1's largest is 0.6 M, BERT b16's 6.3 M). Since GEMM tiles
+ * may be narrow (cg_op.narrow), 256-thread blocks serve ViT better (below,
+ * mono_block). */
 #define MONO_BLOCKS_PER_SM_SMALL 1
 #define MONO_BLOCKS_PER_SM 3
 #define MONO_SMALL_PRODUCT (1 << 20)
 
-/* 256 threads when convolutions outnumber the other contractions, else 128. */
-static int mono_block(const sched_program *p)
+/* The largest GEMM output (elements) and its rows (all but the last dim). */
+static int64_t largest_product(const sched_program *p, int64_t *rows)
+{
+    int64_t largest = 0;
+    *rows = 0;
+    for (int s = 0; s < p->n_groups; s++) {
+        const sched_group *grp = p->groups[s];
+        if (grp->kind != SCHED_GROUP_GEMM) continue;
+        for (int i = 0; i < grp->n_out; i++) {
+            const ir_tensor *t = &grp->out[i]->t;
+            int64_t n = ir_numel(t), last = t->rank > 0 ? t->dims[t->rank - 1] : 1;
+            if (n > largest) {
+                largest = n;
+                *rows = last > 0 ? n / last : 0;
+            }
+        }
+    }
+    return largest;
+}
+
+/* 256 threads when convolutions outnumber the other contractions, or when
+ * the products are small (MONO_SMALL_PRODUCT) but have more rows than one
+ * 128-row tile: a 256-thread block then offers two-warpgroup 128-row tiles
+ * besides the narrow one-warpgroup ones (ViT-B/16, 197 rows: 822 us at
+ * 256x1 against 938 at 128x1; BERT-base b1, 128 rows: 676 against 644; one
+ * H100, one call). Else 128. */
+static bool convs_dominate(const sched_program *p)
 {
     int convs = 0, others = 0;
     for (int s = 0; s < p->n_groups; s++) {
@@ -552,21 +579,23 @@ static int mono_block(const sched_program *p)
         convs += kind == SCHED_GROUP_CONV;
         others += kind == SCHED_GROUP_GEMM || kind == SCHED_GROUP_ATTENTION;
     }
-    return convs > others ? 256 : 128;
+    return convs > others;
+}
+
+static int mono_block(const sched_program *p)
+{
+    int64_t rows, largest = largest_product(p, &rows);
+    return convs_dominate(p) || (largest > 0 && largest <= MONO_SMALL_PRODUCT && rows > 128) ? 256 : 128;
 }
 
 /* Blocks per multiprocessor for blocks of `block` threads (mono_block):
  * one where products of at most MONO_SMALL_PRODUCT output elements
- * dominate, else MONO_BLOCKS_PER_SM. */
+ * dominate (ViT at 256 threads: 822 us with one, 920 with two), else
+ * MONO_BLOCKS_PER_SM (so where convolutions dominate). */
 static int mono_blocks_per_sm(const sched_program *p, int block)
 {
-    if (block == 256) return MONO_BLOCKS_PER_SM;
-    int64_t largest = 0;
-    for (int s = 0; s < p->n_groups; s++) {
-        const sched_group *grp = p->groups[s];
-        if (grp->kind != SCHED_GROUP_GEMM) continue;
-        for (int i = 0; i < grp->n_out; i++) largest = KILN_MAX(largest, ir_numel(&grp->out[i]->t));
-    }
+    int64_t rows, largest = largest_product(p, &rows);
+    if (block == 256 && (convs_dominate(p) || largest == 0)) return MONO_BLOCKS_PER_SM;
     return largest <= MONO_SMALL_PRODUCT ? MONO_BLOCKS_PER_SM_SMALL : MONO_BLOCKS_PER_SM;
 }
 
