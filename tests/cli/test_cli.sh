@@ -232,24 +232,27 @@ PY
     expect cuda_cluster_not_mono 0 "gemm, no cluster" -- sh -c "out=\$(KILN_GEMM_CLUSTERS=1 '$kiln' inspect '$tmp/ffn2.onnx' --schedule mono \
         --precision fp16) && printf '%s' \"\$out\" | grep -q '\[kg_gemm' && ! printf '%s' \"\$out\" | grep -q 'cluster of' \
         && echo 'gemm, no cluster'"
-    # a product of 2048 x 768 outputs is large: three blocks a multiprocessor
-    # by default, not the one block small products get
-    expect cuda_mono_large_product_config 0 "blocks of 128 threads, 3 a multiprocessor" -- "$kiln" inspect "$tmp/ffn2.onnx" \
+    # products taller than one 128-row tile (ViT's 197 rows, BERT b16's 2048):
+    # one block of 256 threads a multiprocessor by default; BERT b1's 128
+    # rows (mm.onnx below) keep one of 128; a large product of few rows
+    # (64 x 32768) three of 128
+    expect cuda_mono_large_product_config 0 "blocks of 256 threads, 1 a multiprocessor" -- "$kiln" inspect "$tmp/ffn2.onnx" \
         --schedule mono --precision fp16
-    # a small product taller than one 128-row tile (ViT's 197 rows): one block
-    # of 256 threads; BERT b1's 128 rows (mm.onnx below) keep one of 128
-    python3 - "$tmp/tall.onnx" <<'PY'
+    python3 - "$tmp/tall.onnx" "$tmp/wide.onnx" <<'PY'
 import sys
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
-w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((768, 3072)).astype(np.float32), "w")
-g = helper.make_graph([helper.make_node("Relu", ["x"], ["h"]), helper.make_node("MatMul", ["h", "w"], ["y"])], "tall",
-                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [197, 768])],
-                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [197, 3072])], [w])
-onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+for path, m, k, n in ((sys.argv[1], 197, 768, 3072), (sys.argv[2], 64, 32, 32768)):
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((k, n)).astype(np.float32), "w")
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["h"]), helper.make_node("MatMul", ["h", "w"], ["y"])], "p",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [m, n])], [w])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
 PY
     expect cuda_mono_tall_product_config 0 "blocks of 256 threads, 1 a multiprocessor" -- "$kiln" inspect "$tmp/tall.onnx" \
+        --schedule mono --precision fp16
+    expect cuda_mono_wide_product_config 0 "blocks of 128 threads, 3 a multiprocessor" -- "$kiln" inspect "$tmp/wide.onnx" \
         --schedule mono --precision fp16
 
     # BERT's query, key and value at batch 16: three 2048 x 768 x 768 products

@@ -539,8 +539,8 @@ static kiln_status check_op(cg_emitter *e, const sched_group *grp, const cg_op *
  * 256x1, 1464 at 128x1 (one H100, one run each). The line between small
  * and large: the largest product's output, at most MONO_SMALL_PRODUCT
  * elements (ViT b1's largest is 0.6 M, BERT b16's 6.3 M). Since GEMM tiles
- * may be narrow (cg_op.narrow), 256-thread blocks serve ViT better (below,
- * mono_block). */
+ * may be narrow (cg_op.narrow), 256-thread blocks serve ViT and BERT b16
+ * better (below, mono_block). */
 #define MONO_BLOCKS_PER_SM_SMALL 1
 #define MONO_BLOCKS_PER_SM 3
 #define MONO_SMALL_PRODUCT (1 << 20)
@@ -565,12 +565,7 @@ static int64_t largest_product(const sched_program *p, int64_t *rows)
     return largest;
 }
 
-/* 256 threads when convolutions outnumber the other contractions, or when
- * the products are small (MONO_SMALL_PRODUCT) but have more rows than one
- * 128-row tile: a 256-thread block then offers two-warpgroup 128-row tiles
- * besides the narrow one-warpgroup ones (ViT-B/16, 197 rows: 822 us at
- * 256x1 against 938 at 128x1; BERT-base b1, 128 rows: 676 against 644; one
- * H100, one call). Else 128. */
+/* Whether convolutions outnumber the other contractions. */
 static bool convs_dominate(const sched_program *p)
 {
     int convs = 0, others = 0;
@@ -582,20 +577,28 @@ static bool convs_dominate(const sched_program *p)
     return convs > others;
 }
 
+/* 256 threads where convolutions dominate, or where the largest product has
+ * more rows than one 128-row tile: a 256-thread block then offers
+ * two-warpgroup 128-row tiles besides the narrow one-warpgroup ones. One
+ * H100, one call each, the cost model's tiles: ViT-B/16 (197 rows) 815-822
+ * us at 256x1 against 938 at 128x1 and 920 at 256x2; BERT-base b16 (2048
+ * rows) 1879 us at 256x1 against 2768 at 128x3 and 2551 at 256x2; BERT-base
+ * b1 (128 rows) 644 us at 128x1 against 676 at 256x1. Else 128. */
 static int mono_block(const sched_program *p)
 {
-    int64_t rows, largest = largest_product(p, &rows);
-    return convs_dominate(p) || (largest > 0 && largest <= MONO_SMALL_PRODUCT && rows > 128) ? 256 : 128;
+    int64_t rows;
+    largest_product(p, &rows);
+    return convs_dominate(p) || rows > 128 ? 256 : 128;
 }
 
-/* Blocks per multiprocessor for blocks of `block` threads (mono_block):
- * one where products of at most MONO_SMALL_PRODUCT output elements
- * dominate (ViT at 256 threads: 822 us with one, 920 with two), else
- * MONO_BLOCKS_PER_SM (so where convolutions dominate). */
+/* Blocks per multiprocessor for blocks of `block` threads (mono_block): at
+ * 256 threads three where convolutions dominate (or there is no product),
+ * else one; at 128 one where products of at most MONO_SMALL_PRODUCT output
+ * elements dominate, else three. */
 static int mono_blocks_per_sm(const sched_program *p, int block)
 {
     int64_t rows, largest = largest_product(p, &rows);
-    if (block == 256 && (convs_dominate(p) || largest == 0)) return MONO_BLOCKS_PER_SM;
+    if (block == 256) return convs_dominate(p) || largest == 0 ? MONO_BLOCKS_PER_SM : MONO_BLOCKS_PER_SM_SMALL;
     return largest <= MONO_SMALL_PRODUCT ? MONO_BLOCKS_PER_SM_SMALL : MONO_BLOCKS_PER_SM;
 }
 
