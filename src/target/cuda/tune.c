@@ -58,6 +58,8 @@ typedef struct memo {
 /* One candidate of the key being tuned. */
 typedef struct tune_cand {
     cg_op op;
+    int block;         /* threads a block of the timed launch: op.block, or a persistent kernel's */
+    int per_sm;        /* blocks a multiprocessor it may hold (0: as many as fit) */
     char *src;         /* the scratch program */
     rt_gtmap *tmaps;   /* its tensor maps (kg_tmaps) */
     int n_tmaps;
@@ -391,13 +393,31 @@ static void make_source(cg_emitter *e, const sched_group *grp, const char *key, 
         base_str_printf(&s, "#define KG_SITE_%d 0u\n", grp->id);
         base_str_cat(&s, base_str_get(&code));
         base_str_cat(&s, "\n");
-        cg_kernel_head(&s, "k_tune", op->block, 0, op->cluster);
+        /* under a mono schedule the candidate runs as in the persistent
+         * kernel: in blocks of its threads (a narrow one on the first
+         * op->block of them, the block meeting after each rTask) and as
+         * many blocks a multiprocessor as the kernel-wide configuration
+         * (MonoNN's schedule-independent tuning: timed alone, the narrow
+         * 128-thread tiles of a 256x1 kernel ran several blocks a
+         * multiprocessor and won, then lost in the kernel: ViT 825 -> 972
+         * us, BERT b16 1880 -> 2095 on an H100) */
+        const bool mono = e->want_block > 0 && e->mono_per_sm > 0;
+        c->block = mono && op->narrow && op->block < e->want_block ? e->want_block : op->block;
+        c->per_sm = mono ? e->mono_per_sm : 0;
+        cg_kernel_head(&s, "k_tune", c->block, c->per_sm, op->cluster);
         /* the identical products beside it in its wave: as many copies of its rTasks */
         const long long n = (long long)op->n_rtasks, share = KILN_MAX(1, e->tune_share);
         char task[48] = "t";
         if (share > 1) snprintf(task, sizeof(task), "t %% %lld", n);
-        base_str_printf(&s, "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, %s);\n}\n\n%s",
-                        n * share, grp->id, task, tune_kernels);
+        if (c->block > op->block)
+            base_str_printf(&s,
+                            "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) {\n"
+                            "        if (threadIdx.x < %du) op_%d(c, %s);\n"
+                            "        __syncthreads();\n    }\n}\n\n%s",
+                            n * share, op->block, grp->id, task, tune_kernels);
+        else
+            base_str_printf(&s, "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, %s);\n}\n\n%s",
+                            n * share, grp->id, task, tune_kernels);
         c->op.n_rtasks *= share;
         cg_tmaps_define(e, &s);
         if (s.oom) st = base_diag_add(&cd, KILN_ERR_OOM, "out of memory emitting it");
@@ -505,10 +525,11 @@ static void run_candidate(cg_tuner *t, const cg_emitter *e, tune_cand *c, bool *
     if (st == KILN_OK) st = rt_cuda_module_function(mod, "k_flush", &flush, &d);
     if (st == KILN_OK && c->op.smem_bytes > 48 * 1024) st = rt_cuda_function_set_smem(fn, c->op.smem_bytes, &d);
     int per_sm = 0;
-    if (st == KILN_OK) st = rt_cuda_occupancy(fn, c->op.block, (size_t)c->op.smem_bytes, &per_sm, &d);
+    if (st == KILN_OK) st = rt_cuda_occupancy(fn, c->block, (size_t)c->op.smem_bytes, &per_sm, &d);
     if (st == KILN_OK && per_sm < 1)
         st = base_diag_add(&d, KILN_ERR_UNSUPPORTED, "no block of %d threads with %d B of shared memory fits on a "
-                           "multiprocessor", c->op.block, c->op.smem_bytes);
+                           "multiprocessor", c->block, c->op.smem_bytes);
+    if (c->per_sm > 0 && per_sm > c->per_sm) per_sm = c->per_sm;
     int64_t most = (int64_t)per_sm * (e->gpu.n_sms > 0 ? e->gpu.n_sms : 1);
     unsigned grid = (unsigned)(c->op.n_rtasks < most ? c->op.n_rtasks : most);
     if (c->op.cluster > 1) grid -= grid % (unsigned)c->op.cluster; /* whole clusters (n_rtasks pairs up) */
@@ -517,7 +538,7 @@ static void run_candidate(cg_tuner *t, const cg_emitter *e, tune_cand *c, bool *
     void *flush_args[] = {&t->flush, &t->flush_words};
     if (st == KILN_OK) st = memset_device(t->fail, 0, 2 * sizeof(unsigned), &d);
     for (int i = 0; i < N_WARMUP && st == KILN_OK; i++)
-        st = rt_cuda_launch(fn, grid, (unsigned)c->op.block, (unsigned)c->op.smem_bytes, NULL, args, &d);
+        st = rt_cuda_launch(fn, grid, (unsigned)c->block, (unsigned)c->op.smem_bytes, NULL, args, &d);
     if (st == KILN_OK) st = rt_cuda_stream_sync(NULL, &d);
     /* the flush before each launch keeps the queue full, so the events
      * time the kernel and not the host's launch latency */
@@ -525,7 +546,7 @@ static void run_candidate(cg_tuner *t, const cg_emitter *e, tune_cand *c, bool *
         st = rt_cuda_launch(flush, flush_grid, 256, 0, NULL, flush_args, &d);
         if (st == KILN_OK) st = rt_cuda_event_record(t->ev[2 * i], NULL, &d);
         if (st == KILN_OK)
-            st = rt_cuda_launch(fn, grid, (unsigned)c->op.block, (unsigned)c->op.smem_bytes, NULL, args, &d);
+            st = rt_cuda_launch(fn, grid, (unsigned)c->block, (unsigned)c->op.smem_bytes, NULL, args, &d);
         if (st == KILN_OK) st = rt_cuda_event_record(t->ev[2 * i + 1], NULL, &d);
     }
     if (st == KILN_OK) st = rt_cuda_stream_sync(NULL, &d);
