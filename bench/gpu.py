@@ -70,6 +70,7 @@ MODELS = {
     "bert16": "BERT-base, seq 128, batch 16",
     "vit": "ViT-B/16 224, batch 1",
     "resnet50": "ResNet-50 224, batch 1",
+    "googlenet": "GoogLeNet 224, batch 1",
 }
 
 
@@ -102,6 +103,13 @@ def build(name):
         model = torchvision.models.resnet50(weights=None)
         # as the model tests do: batch norm that is not the identity, logits near 1
         test_export.randomize_batchnorm(model, torch.Generator().manual_seed(SEED))
+        inputs = {"input": rng.standard_normal((1, 3, 224, 224), dtype=np.float32)}
+        outputs = ["logits"]
+    elif name == "googlenet":
+        # Inception blocks: four independent branches each (Rammer's kind of
+        # graph, for --schedule waves)
+        import torchvision
+        model = torchvision.models.googlenet(weights=None, aux_logits=False, init_weights=True)
         inputs = {"input": rng.standard_normal((1, 3, 224, 224), dtype=np.float32)}
         outputs = ["logits"]
     else:
@@ -596,7 +604,8 @@ def run(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated: " + ",".join(MODELS))
+    ap.add_argument("--models", default="bert1,bert16,vit,resnet50",
+                    help="comma-separated: " + ",".join(MODELS) + " (default: the four of issue 5's goals)")
     ap.add_argument("--iterations", type=int, default=200, help="timed runs (default 200)")
     ap.add_argument("--warmup", type=int, default=20, help="untimed runs first (default 20)")
     ap.add_argument("--precision", choices=["fp16", "bf16"], default="fp16", help="kiln's storage precision")
@@ -604,7 +613,7 @@ def main():
                     help="kiln compile --tune; a mono schedule without :BLOCKxN runs `kiln tune --schedule S` "
                          "first, which also picks the persistent kernel's configuration")
     ap.add_argument("--schedule", default="kernels",
-                    help="kiln's schedule(s), comma-separated: kernels, mono, mono-barriers, mono-unmerged, "
+                    help="kiln's schedule(s), comma-separated: kernels, waves, mono, mono-barriers, mono-unmerged, "
                          "the mono ones with a block configuration (mono:256x2) and the variants +noilp, "
                          "+cache and +wide (KILN_MONO_ILP=0, KILN_MONO_CACHE=1, KILN_MONO_NARROW=0: "
                          "mono-unmerged+noilp); a table row each; "
@@ -637,10 +646,10 @@ def main():
         a.schedules = ["kernels"] + [s for s, _ in ABLATION]
     def known(s):
         kind, suffixes = s.split("+")[0].split(":")[0], s.split("+")[1:]
-        return kind in ("kernels", "mono", "mono-barriers", "mono-unmerged") and \
-            all(v in VARIANTS for v in suffixes) and not (suffixes and kind == "kernels")
+        return kind in ("kernels", "waves", "mono", "mono-barriers", "mono-unmerged") and \
+            all(v in VARIANTS for v in suffixes) and not (suffixes and kind in ("kernels", "waves"))
     if not a.schedules or len(set(a.schedules)) != len(a.schedules) or not all(known(s) for s in a.schedules):
-        ap.error("--schedule takes kernels, mono, mono-barriers and/or mono-unmerged (each with kiln's :BLOCKxN, "
+        ap.error("--schedule takes kernels, waves, mono, mono-barriers and/or mono-unmerged (the mono ones with kiln's :BLOCKxN, "
                  "e.g. mono:256x2, and a mono one with +noilp, +cache and/or +wide, which turn off context-aware ILP, "
                  "on cache hints and off narrow rOperators), comma-separated, each once")
     a.bundle = os.path.abspath(a.bundle)

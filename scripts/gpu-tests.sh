@@ -27,7 +27,7 @@
 # Logs: one file per section in --logs DIR (default $OUT when set, as under
 # the device tool, else a fresh temporary folder), at most 8 files.
 # Environment: JOBS (default: processors, at most 12), BENCH_ARGS, SCHEDULE
-# (kernels, mono or mono-barriers: the --schedule of ops, conformance and models; default kernels),
+# (kernels, waves, mono or mono-barriers: the --schedule of ops, conformance and models; default kernels),
 # PRECISION (fp32, fp16 or bf16: the --precision of ops; default fp32; the
 # 16-bit ones run the tensor-core attention and the 16-bit GEMM epilogues),
 # KILN_SECTION_TIMEOUT (seconds per section, default 900), PYTHON (python3).

@@ -60,6 +60,9 @@ count "$log/opscu" "CUDA compile (kernels, fp32)"
 "$build/test_ops" --target cuda --compile-only --schedule mono --precision fp16 >"$log/opsmono" 2>&1
 grep -E 'FAIL' "$log/opsmono" | head -40
 count "$log/opsmono" "CUDA compile (mono, fp16)"
+"$build/test_ops" --target cuda --compile-only --schedule waves --precision fp16 >"$log/opswaves" 2>&1
+grep -E 'FAIL' "$log/opswaves" | head -40
+count "$log/opswaves" "CUDA compile (waves, fp16)"
 
 "$build/gpu_runtime" --compile-only >"$log/gpurt" 2>&1
 grep -E 'FAIL' "$log/gpurt"
@@ -73,7 +76,7 @@ if [ -d "$data_ln" ]; then
     grep -E '^(FAIL|XPASS)' "$log/confcu" | head -40
     count "$log/confcu" "CUDA compile of the conformance models (kernels, fp32)"
     # multi-group models: their persistent kernels' counter waits and barriers
-    for sch in mono mono-barriers; do
+    for sch in mono mono-barriers waves; do
         "$build/conformance" --target cuda --compile-only --schedule "$sch" --filter layer_normalization \
             "$data_ln" >"$log/conf_$sch" 2>&1
         grep -E '^(FAIL|XPASS)' "$log/conf_$sch"

@@ -129,7 +129,7 @@ if [ -d "$data/node/test_add_bcast" ]; then
     expect inspect_schedule_kernels 0 "launch 0: kernel k_3" -- "$kiln" inspect "$ln" --schedule kernels
     expect inspect_schedule_host_segment 0 "host segment 0 (reference interpreter)" -- \
         "$kiln" inspect "$data/node/test_nonzero_example/model.onnx" --schedule kernels
-    expect inspect_bad_schedule 1 "bad --schedule 'waves'" -- "$kiln" inspect "$ln" --schedule waves
+    expect inspect_bad_schedule 1 "bad --schedule 'wavefront'" -- "$kiln" inspect "$ln" --schedule wavefront
     expect inspect_schedule_config_suffix 0 "256 threads a block" -- "$kiln" inspect "$ln" --schedule mono:256x2
     expect inspect_schedule_bad_config 1 "BLOCK 128 or 256 threads" -- "$kiln" inspect "$ln" --schedule mono:96x2
     expect inspect_schedule_kernels_config 1 "bad --schedule 'kernels:128x1'" -- "$kiln" inspect "$ln" --schedule kernels:128x1
@@ -402,6 +402,46 @@ PY
     expect cuda_narrow_gemm_build 0 "stages" -- "$kiln" compile "$tmp/mm.onnx" -o "$tmp/mm.kiln" --target cuda \
         --precision fp16 --schedule mono:256x1 --emit-source "$tmp/mm"
     expect cuda_narrow_gemm_guard 0 "1" -- grep -cE "^ *if \(threadIdx.x < 128u\) op_1\(c, t\);" "$tmp/mm/model.cu"
+
+    # --schedule=waves (Rammer's Algorithm 1): two independent products that
+    # program order puts apart (b runs beside a's first product, not after
+    # its second) share a wave, in one kernel of the wider block with the
+    # narrower tile on part of it; together their fastest tiles overfill the
+    # GPU (256 rTasks), so the wave takes the most efficient ones (108)
+    python3 - "$tmp/branches.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+w = lambda name, k, n: numpy_helper.from_array((rng.standard_normal((k, n)) * 0.03).astype(np.float32), name)
+nodes = [helper.make_node("Relu", ["x"], ["r"]),
+         helper.make_node("MatMul", ["r", "wa"], ["a1"]), helper.make_node("Relu", ["a1"], ["a2"]),
+         helper.make_node("MatMul", ["a2", "wa2"], ["a3"]),
+         helper.make_node("MatMul", ["r", "wb"], ["b1"]),
+         helper.make_node("Concat", ["a3", "b1"], ["y"], axis=1)]
+g = helper.make_graph(nodes, "branches", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2048, 768])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2048, 1536])],
+                      [w("wa", 768, 1024), w("wa2", 1024, 768), w("wb", 768, 768)])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_waves_kernels 0 "5 launches" -- "$kiln" inspect "$tmp/branches.onnx" --schedule kernels --precision fp16
+    expect cuda_waves_listed 0 "4 launches; 4 waves, 1 of them with the most efficient rKernels" -- \
+        "$kiln" inspect "$tmp/branches.onnx" --schedule waves --precision fp16
+    expect cuda_waves_shared 0 "2" -- sh -c "'$kiln' inspect '$tmp/branches.onnx' --schedule waves --precision fp16 \
+        | grep -A3 '^wave 1: 2 groups, 256 rTasks; the most efficient rKernels' \
+        | grep -c ' 64 rTasks .*on 256 of the 384 threads\| 44 rTasks .*192x192'"
+    expect cuda_waves_build 0 "waves: 4 waves in 4 kernels, 1 of them" -- "$kiln" compile "$tmp/branches.onnx" \
+        -o "$tmp/branches.kiln" --target cuda --precision fp16 --schedule waves --emit-source "$tmp/waves"
+    # every launch has its kernel and every group its rOperator (a wave built
+    # twice keeps one copy of each)
+    expect cuda_waves_kernel_code 0 "4" -- grep -c "__global__ void .* k_[0-9]*(const kiln_gctx" "$tmp/waves/model.cu"
+    expect cuda_waves_op_code 0 "5" -- grep -c "^static __device__ void op_[0-9]*(const kiln_gctx" "$tmp/waves/model.cu"
+    expect cuda_waves_guard 0 "1" -- grep -cE "^ *if \(threadIdx.x < 256u\) op_1\(c, t\);" "$tmp/waves/model.cu"
+    expect cuda_waves_bad_config 1 "only the mono schedules take a BLOCKxN" -- "$kiln" inspect "$tmp/branches.onnx" \
+        --schedule waves:128x1
+    expect cuda_unknown_schedule_lists_waves 1 "(kernels, waves, mono, mono-barriers or mono-unmerged)" -- \
+        "$kiln" inspect "$tmp/branches.onnx" --schedule wavefront
 fi
 
 echo "cli: $passed passed, $failed failed"

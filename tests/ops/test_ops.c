@@ -3043,7 +3043,7 @@ static const target *tgt = &target_c;
 static const char *precision;
 
 static bool stores_16bit(void) { return precision && strcmp(precision, "fp32") != 0; }
-static const char *schedule; /* cuda: --schedule kernels|mono|mono-barriers */
+static const char *schedule; /* cuda: --schedule kernels|waves|mono|mono-barriers */
 static int compile_only;
 
 /* The attention group of g as the target partitions it reads q, k^T and v
@@ -3681,7 +3681,7 @@ static int check_completeness(const op_case *cases, int n_cases)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: test_ops [--target c|cuda] [--precision fp32|fp16|bf16] [--schedule kernels|mono|mono-barriers]\n"
+    fprintf(f, "usage: test_ops [--target c|cuda] [--precision fp32|fp16|bf16] [--schedule kernels|waves|mono|mono-barriers]\n"
                "                [--compile-only]\n"
                "                [--filter SUBSTR] [--seed N] [--verbose] [--list] [--dump DIR]\n"
                "Compiles every op for the target (default c) on random shapes and compares with the\n"

@@ -37,6 +37,7 @@ typedef struct cg_op {
     bool splitk;       /* uses kg.h's split-K workspace (one such op per kernel) */
     int cluster;       /* blocks per cluster: 0 or 1 none, 2 pairs (a kernel of its own, KG_CLUSTER) */
     bool narrow;       /* may run on the first `block` threads of a wider persistent block (kg_sync_n) */
+    double est_clk;    /* the cost model's time for the rTasks run alone, in SM clocks (0: no estimate) */
     char config[96];   /* the template configuration chosen, for listings ("" when there is no choice) */
 } cg_op;
 
@@ -75,6 +76,10 @@ typedef struct cg_emitter {
      * (cg_op.narrow) of fewer threads than want_block, its rTasks' other
      * threads exiting early (Rammer 4.1.3); KILN_MONO_NARROW=0 turns it off */
     bool narrow_ok;
+    /* --schedule=waves (Rammer's SelectRKernels): build the most efficient
+     * rKernel (least SM time: estimated time x multiprocessors held) instead
+     * of the fastest, for a wave whose fastest rKernels overfill the GPU */
+    bool wave_efficient;
     /* mono schedules: the blocks of want_block threads resident on each
      * multiprocessor (the kernel-wide configuration), so n_sms * mono_per_sm
      * blocks run every stage; 0 in the kernels schedule */

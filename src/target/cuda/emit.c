@@ -16,6 +16,7 @@
  * once; host segments see float32 (the runtime converts their bindings),
  * and the model's inputs and outputs keep their model dtype.
  */
+#include <math.h>
 #include "target/cuda/cuda-impl.h"
 
 #include "runtime/cuda.h"
@@ -377,8 +378,8 @@ static kiln_status convert_weights(cg_emitter *e, target_output *out)
  * mono one may carry a kernel-wide configuration ":BLOCKxN" (mono:256x2:
  * 256 threads a block, 2 blocks per multiprocessor), else *block and
  * *per_sm stay 0. */
-static kiln_status parse_schedule(const char *s, bool *mono, bool *waits, bool *unmerged, int *block, int *per_sm,
-                                  base_diag *d)
+static kiln_status parse_schedule(const char *s, bool *mono, bool *waits, bool *unmerged, bool *waves, int *block,
+                                  int *per_sm, base_diag *d)
 {
     char name[32] = "kernels";
     *block = *per_sm = 0;
@@ -403,9 +404,10 @@ static kiln_status parse_schedule(const char *s, bool *mono, bool *waits, bool *
     *waits = strcmp(name, "mono") == 0;
     *unmerged = strcmp(name, "mono-unmerged") == 0;
     *mono = *waits || *unmerged || strcmp(name, "mono-barriers") == 0;
-    if (!*mono && strcmp(name, "kernels") != 0)
+    *waves = strcmp(name, "waves") == 0;
+    if (!*mono && !*waves && strcmp(name, "kernels") != 0)
         return base_diag_add(d, KILN_ERR_INVALID_ARG,
-                             "unknown schedule '%s' (kernels, mono, mono-barriers or mono-unmerged)", s);
+                             "unknown schedule '%s' (kernels, waves, mono, mono-barriers or mono-unmerged)", s);
     if (!*mono && *block)
         return base_diag_add(d, KILN_ERR_INVALID_ARG, "schedule '%s': only the mono schedules take a BLOCKxN", s);
     return KILN_OK;
@@ -413,9 +415,9 @@ static kiln_status parse_schedule(const char *s, bool *mono, bool *waits, bool *
 
 kiln_status target_cuda_check_schedule(const char *schedule, base_diag *d)
 {
-    bool mono, waits, unmerged;
+    bool mono, waits, unmerged, waves;
     int block, per_sm;
-    return parse_schedule(schedule, &mono, &waits, &unmerged, &block, &per_sm, d);
+    return parse_schedule(schedule, &mono, &waits, &unmerged, &waves, &block, &per_sm, d);
 }
 
 /* ---- the program ------------------------------------------------------------------------ */
@@ -428,6 +430,9 @@ typedef struct program {
     bool mono;             /* --schedule=mono, mono-barriers or mono-unmerged */
     bool waits;            /* mono: completion-counter waits instead of grid barriers */
     bool unmerged;         /* mono-unmerged: a stage per group (no barrier merging) */
+    bool waves;            /* --schedule=waves: a kernel per wave of the group graph (emit_waves) */
+    int wave_block;        /* waves: the threads a block of the wave kernel being formed */
+    int n_waves, efficient_waves; /* waves: waves, and those that took the most efficient rKernels */
     int n_waits;           /* mono with waits: counters waited on, after the transitive reduction */
     int blocks_per_sm;     /* mono: resident blocks per multiprocessor each kernel is built for */
     int block;             /* mono: threads a block (cg_emitter.want_block) */
@@ -442,7 +447,8 @@ typedef struct program {
 
 static const char *schedule_name(const program *pr)
 {
-    return !pr->mono ? "kernels" : pr->waits ? "mono" : pr->unmerged ? "mono-unmerged" : "mono-barriers";
+    return pr->waves ? "waves" : !pr->mono ? "kernels" : pr->waits ? "mono" : pr->unmerged ? "mono-unmerged"
+                                                                                   : "mono-barriers";
 }
 
 /* Appends the mono counts: "114 groups in 1 kernel (1 persistent), 88 grid
@@ -522,6 +528,7 @@ static kiln_status check_op(cg_emitter *e, const sched_group *grp, const cg_op *
  *     done, not when every block has arrived. */
 
 #define WAVE_MAX 8
+#define WAVES_MAX 32 /* --schedule=waves: members of one wave kernel */
 /* Kernel-wide configuration of --schedule=mono (MonoNN tunes block sizes of
  * 128 or 256 threads with 1..5 blocks per multiprocessor; kiln picks by
  * the model for now). Measured on an H100, fp16, batch 1: BERT-base runs
@@ -650,11 +657,13 @@ typedef struct batch {
 } batch;
 
 /* The block an rOperator's kernel needs: its own, or in a persistent
- * kernel the kernel's (pr->block) for a narrow one (cg_op.narrow) of fewer
- * threads, whose rTasks the other threads skip (member_call). */
+ * kernel the kernel's (pr->block), in a wave kernel the wave's widest
+ * (pr->wave_block), for a narrow one (cg_op.narrow) of fewer threads, whose
+ * rTasks the other threads skip (member_call). */
 static int kernel_block(const program *pr, const cg_op *op)
 {
-    return pr->mono && op->narrow && op->block < pr->block && pr->block % op->block == 0 ? pr->block : op->block;
+    const int wide = pr->mono ? pr->block : pr->waves ? pr->wave_block : 0;
+    return op->narrow && op->block < wide ? wide : op->block;
 }
 
 static int stage_for(const cg_emitter *e, const batch *b, const sched_group *grp, const cg_op *op)
@@ -917,7 +926,7 @@ static kiln_status add_member(cg_emitter *e, program *pr, batch *b, const sched_
     /* a clustered rOperator's rTasks pair up by block index: a kernel of its own */
     bool fits = b->n == 0 || (kernel_block(pr, op) == b->block && op->cluster < 2 && b->m[0].op.cluster < 2);
     int stage = !fits || !b->n ? 0 : pr->unmerged ? b->m[b->n - 1].stage + 1 : stage_for(e, b, grp, op);
-    if (!pr->mono && (stage > 0 || b->n == WAVE_MAX)) fits = false;
+    if (!pr->mono && (stage > 0 || b->n == (pr->waves ? WAVES_MAX : WAVE_MAX))) fits = false;
     if (!fits) {
         KILN_TRY(flush_batch(e, pr, b));
         stage = 0;
@@ -981,10 +990,30 @@ static kiln_status emit_output_copies(cg_emitter *e, program *pr, batch *b, sche
     return add_member(e, pr, b, grp, &op, true);
 }
 
+/* Appends op_<grp->id> to e->code and fills *op (emit_group; emit_waves
+ * may emit a group twice, its code cut back in between). */
+static kiln_status emit_code(cg_emitter *e, const sched_group *grp, cg_op *op)
+{
+    kiln_status st;
+    *op = (cg_op){.block = 256};
+    e->site = grp->id;
+    switch (grp->kind) {
+    case SCHED_GROUP_CONV: st = cg_emit_conv(e, grp, op); break;
+    case SCHED_GROUP_GEMM: st = cg_emit_gemm(e, grp, op); break;
+    case SCHED_GROUP_POOL: st = cg_emit_pool(e, grp, op); break;
+    case SCHED_GROUP_ROWS: st = cg_emit_rows(e, grp, op); break;
+    case SCHED_GROUP_ATTENTION: st = cg_emit_attention(e, grp, op); break;
+    case SCHED_GROUP_ELEMENTWISE: st = cg_emit_elementwise(e, grp, op); break;
+    case SCHED_GROUP_MOVE: st = cg_emit_move(e, grp, op); break;
+    default: return base_diag_add(e->d, KILN_ERR_INTERNAL, "group '%s': unknown kind %d", grp->name, grp->kind);
+    }
+    if (st != KILN_OK) return st;
+    return check_op(e, grp, op);
+}
+
 static kiln_status emit_group(cg_emitter *e, program *pr, batch *b, target_output *out, const sched_group *grp)
 {
-    cg_op op = {.block = 256};
-    kiln_status st;
+    cg_op op;
     const size_t start = e->code.len;
     e->site = grp->id;
     switch (grp->kind) {
@@ -1000,20 +1029,159 @@ static kiln_status emit_group(cg_emitter *e, program *pr, batch *b, target_outpu
                         grp->id, grp->name);
         return add_launch(e, pr, seg, NULL, grp->id, grp->name, false);
     }
-    case SCHED_GROUP_CONV: st = cg_emit_conv(e, grp, &op); break;
-    case SCHED_GROUP_GEMM: st = cg_emit_gemm(e, grp, &op); break;
-    case SCHED_GROUP_POOL: st = cg_emit_pool(e, grp, &op); break;
-    case SCHED_GROUP_ROWS: st = cg_emit_rows(e, grp, &op); break;
-    case SCHED_GROUP_ATTENTION: st = cg_emit_attention(e, grp, &op); break;
-    case SCHED_GROUP_ELEMENTWISE: st = cg_emit_elementwise(e, grp, &op); break;
-    case SCHED_GROUP_MOVE: st = cg_emit_move(e, grp, &op); break;
-    default: return base_diag_add(e->d, KILN_ERR_INTERNAL, "group '%s': unknown kind %d", grp->name, grp->kind);
+    default: KILN_TRY(emit_code(e, grp, &op));
     }
-    if (st != KILN_OK) return st;
-    KILN_TRY(check_op(e, grp, &op));
     bool rewritten = false;
     if (pr->share) KILN_TRY(cg_share_op(e, pr->share, grp->id, start, &rewritten));
     return add_member(e, pr, b, grp, &op, !rewritten);
+}
+
+/* ---- --schedule=waves (Rammer 3.3, Algorithm 1) ------------------------------------------ *
+ * Between host segments the groups are taken in waves: a group's wave is
+ * one more than the latest wave of the groups it depends on
+ * (sched_group_depends: it reads what they wrote, or writes what they read
+ * or wrote), so a wave is a fringe of the breadth-first traversal of the
+ * group graph and its groups are independent of each other. Each wave is a
+ * kernel of its own (an rProgram: Algorithm 1 adds a wave to the current
+ * rProgram only when that is faster, and on a GPU a wave boundary inside a
+ * kernel, a grid barrier, costs about what the next node of a CUDA graph
+ * does; the mono schedules merge waves instead). The kernel's block is its
+ * widest member's: narrower narrow members run on its first threads
+ * (Rammer 4.1.3), others of another size make another kernel of the wave.
+ *
+ * SelectRKernels: every member is built with its fastest rKernel (the
+ * tuner's or the cost model's choice). When the wave's rTasks then
+ * outnumber the multiprocessors and its members are products (not the
+ * identical products of one A, which plan_gemm_share prices together
+ * already), they are
+ * built again with their most efficient rKernels (cg_emitter.wave_efficient:
+ * the least estimated time x multiprocessors held), which the wave keeps
+ * when its estimated time (wave_time) is lower; the cost model stands in
+ * for Rammer's profiler. */
+
+typedef struct wave_member {
+    const sched_group *grp;
+    cg_op op;
+} wave_member;
+
+/* The wave's estimated time: its slowest member's, or the multiprocessor
+ * time of all of them spread over the GPU, whichever is longer. */
+static double wave_time(const cg_emitter *e, const wave_member *m, int n)
+{
+    const int n_sms = e->gpu.n_sms > 0 ? e->gpu.n_sms : 132;
+    double slowest = 0, sm_time = 0;
+    for (int i = 0; i < n; i++) {
+        slowest = fmax(slowest, m[i].op.est_clk);
+        sm_time += m[i].op.est_clk * (double)KILN_MIN(m[i].op.n_rtasks, (int64_t)n_sms);
+    }
+    return fmax(slowest, sm_time / n_sms);
+}
+
+/* Builds the wave's members from e->code's `start` on (what is there is cut
+ * away, with the tensor maps past `tmaps`), with their fastest or most
+ * efficient rKernels. */
+static kiln_status build_wave(cg_emitter *e, wave_member *m, int n, size_t start, int tmaps, bool efficient)
+{
+    if (e->code.buf && start < e->code.len) {
+        e->code.len = start;
+        e->code.buf[start] = 0;
+    }
+    e->n_tmaps = tmaps;
+    e->wave_efficient = efficient;
+    kiln_status st = KILN_OK;
+    for (int i = 0; i < n && st == KILN_OK; i++) st = emit_code(e, m[i].grp, &m[i].op);
+    e->wave_efficient = false;
+    return st;
+}
+
+/* One wave: its rKernels chosen, then its kernel(s). */
+static kiln_status emit_wave(cg_emitter *e, program *pr, batch *b, wave_member *m, int n)
+{
+    KILN_TRY(flush_batch(e, pr, b)); /* the previous wave's kernel code first: what follows may be cut */
+    const size_t start = e->code.len;
+    const int tmaps = e->n_tmaps, n_sms = e->gpu.n_sms > 0 ? e->gpu.n_sms : 132;
+    KILN_TRY(build_wave(e, m, n, start, tmaps, false));
+    int64_t rtasks = 0;
+    bool products = n > 1;
+    for (int i = 0; i < n; i++) {
+        rtasks += m[i].op.n_rtasks;
+        /* identical products of one A (plan_gemm_share) are priced together
+         * already, by the cost model's own account of their tiles */
+        bool sibling = e->gemm_share && e->gemm_share[m[i].grp->id] > 1;
+        products = products && m[i].grp->kind == SCHED_GROUP_GEMM && m[i].op.est_clk > 0 && !sibling;
+    }
+    bool efficient = false;
+    double fastest = 0, chosen = 0;
+    if (products && rtasks > n_sms) {
+        fastest = wave_time(e, m, n);
+        KILN_TRY(build_wave(e, m, n, start, tmaps, true));
+        chosen = wave_time(e, m, n);
+        efficient = chosen < fastest * 0.97;
+        if (!efficient) KILN_TRY(build_wave(e, m, n, start, tmaps, false));
+    }
+    base_str_printf(&pr->listing, "wave %d: %d group%s, %lld rTasks", pr->n_waves, n, n == 1 ? "" : "s",
+                    (long long)rtasks);
+    if (efficient)
+        base_str_printf(&pr->listing, "; the most efficient rKernels (the cost model: %.2f of the fastest ones' time)",
+                        chosen / fastest);
+    base_str_cat(&pr->listing, "\n");
+    pr->n_waves++;
+    pr->efficient_waves += efficient;
+    /* kernels of the wave: the widest block first, with every member that
+     * fits it (its size, or narrow and smaller), then the rest alike */
+    bool *added = base_calloc((size_t)n, sizeof(bool));
+    if (!added) return base_diag_add(e->d, KILN_ERR_OOM, "out of memory forming waves");
+    kiln_status st = KILN_OK;
+    for (int left = n; left > 0 && st == KILN_OK;) {
+        pr->wave_block = 0;
+        for (int i = 0; i < n; i++)
+            if (!added[i]) pr->wave_block = KILN_MAX(pr->wave_block, m[i].op.block);
+        st = flush_batch(e, pr, b);
+        for (int i = 0; i < n && st == KILN_OK; i++) {
+            if (added[i] || kernel_block(pr, &m[i].op) != pr->wave_block) continue;
+            st = add_member(e, pr, b, m[i].grp, &m[i].op, false);
+            added[i] = true;
+            left--;
+        }
+    }
+    base_free(added);
+    return st;
+}
+
+/* Every group, wave after wave between host segments (which run in place). */
+static kiln_status emit_waves(cg_emitter *e, program *pr, batch *b, target_output *out)
+{
+    const sched_program *p = e->p;
+    int *wave = base_calloc((size_t)p->n_groups + 1, sizeof(int));
+    wave_member *m = base_calloc((size_t)p->n_groups + 1, sizeof(*m));
+    kiln_status st = wave && m ? KILN_OK : base_diag_add(e->d, KILN_ERR_OOM, "out of memory forming waves");
+    for (int s0 = 0; s0 < p->n_groups && st == KILN_OK;) {
+        int s1 = s0, last = -1;
+        while (s1 < p->n_groups && p->groups[s1]->kind != SCHED_GROUP_FALLBACK) s1++;
+        for (int i = s0; i < s1; i++) {
+            wave[i] = 0;
+            for (int j = s0; j < i; j++)
+                if (wave[j] + 1 > wave[i] && sched_group_depends(e->g, p, p->groups[j], p->groups[i]))
+                    wave[i] = wave[j] + 1;
+            last = KILN_MAX(last, wave[i]);
+        }
+        for (int w = 0; w <= last && st == KILN_OK; w++) {
+            int n = 0;
+            for (int i = s0; i < s1; i++) {
+                const sched_group *grp = p->groups[i];
+                if (wave[i] != w) continue;
+                if (grp->kind == SCHED_GROUP_ALIAS)
+                    base_str_printf(&e->code, "/* group %d (alias, no code): %s */\n\n", grp->id, grp->name);
+                else m[n++] = (wave_member){.grp = grp};
+            }
+            if (n) st = emit_wave(e, pr, b, m, n);
+        }
+        if (s1 < p->n_groups && st == KILN_OK) st = emit_group(e, pr, b, out, p->groups[s1]);
+        s0 = s1 + 1;
+    }
+    base_free(wave);
+    base_free(m);
+    return st;
 }
 
 /* out->listing: a heading, then the launches (kiln inspect --schedule). */
@@ -1028,6 +1196,9 @@ static kiln_status make_listing(const cg_emitter *e, const program *pr, target_o
         base_str_cat(&l, "; ");
         mono_counts(pr, &l);
     }
+    if (pr->waves)
+        base_str_printf(&l, "; %d waves, %d of them with the most efficient rKernels", pr->n_waves,
+                        pr->efficient_waves);
     base_str_printf(&l, "\n%s", base_str_get(&pr->listing));
     size_t n = l.len + 1;
     out->listing = l.oom ? NULL : base_malloc(n);
@@ -1175,7 +1346,8 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     if (st == KILN_OK && (o->tune || e.gpu.present))
         st = cg_tuner_open(&e, out->weights ? out->weights : o->weights, &e.tuner, d);
     int want_block = 0, per_sm = 0;
-    if (st == KILN_OK) st = parse_schedule(o->schedule, &pr.mono, &pr.waits, &pr.unmerged, &want_block, &per_sm, d);
+    if (st == KILN_OK)
+        st = parse_schedule(o->schedule, &pr.mono, &pr.waits, &pr.unmerged, &pr.waves, &want_block, &per_sm, d);
     if (pr.mono) {
         /* identical rOperators share their code (share.c); not in the
          * kernels schedule, where the call into a shared body cost BERT b1
@@ -1200,11 +1372,19 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     /* the copies of graph outputs no group writes: they read those outputs' sources */
     sched_group copies = {.kind = SCHED_GROUP_MOVE, .id = p->n_groups, .in = g->outputs, .n_in = g->n_outputs,
                           .name = "graph outputs copied from inputs or constants"};
-    for (int s = 0; s < p->n_groups && st == KILN_OK; s++) st = emit_group(&e, &pr, &b, out, p->groups[s]);
+    if (pr.waves && st == KILN_OK) st = emit_waves(&e, &pr, &b, out);
+    else
+        for (int s = 0; s < p->n_groups && st == KILN_OK; s++) st = emit_group(&e, &pr, &b, out, p->groups[s]);
     if (st == KILN_OK) st = emit_output_copies(&e, &pr, &b, &copies);
     if (st == KILN_OK) st = flush_batch(&e, &pr, &b);
     if (st == KILN_OK && (e.code.oom || pr.sites.oom || pr.listing.oom || pr.prof.oom))
         st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
+    if (st == KILN_OK && pr.waves) {
+        char line[160];
+        snprintf(line, sizeof(line), "waves: %d waves in %d kernels, %d of them with the most efficient rKernels",
+                 pr.n_waves, pr.kernels, pr.efficient_waves);
+        progress(o, line);
+    }
     if (st == KILN_OK && pr.mono) {
         base_str line;
         base_str_init(&line);

@@ -865,7 +865,20 @@ kiln_status cg_emit_gemm(cg_emitter *e, const sched_group *grp, cg_op *op)
     gemm_problem all = g;
     all.n_batch *= share;
     int pick = gemm_heuristic(&all, cands, n, &e->gpu);
-    if (n > 1) {
+    if (e->wave_efficient) {
+        /* the most efficient rKernel (Rammer): the least estimated time x
+         * multiprocessors held, whatever the tuner measured alone */
+        const int n_sms = e->gpu.n_sms > 0 ? e->gpu.n_sms : 132;
+        double best = 0;
+        for (int i = 0; i < n; i++) {
+            double held = (double)KILN_MIN(cfg_rtasks(&all, &cands[i]), (int64_t)n_sms);
+            double sm_time = gemm_cost(&all, &cands[i], &e->gpu) * held;
+            if (i == 0 || sm_time < best * 0.999) {
+                best = sm_time;
+                pick = i;
+            }
+        }
+    } else if (n > 1) {
         char key[512];
         gemm_key(&g, e->want_block, share, key, sizeof(key));
         cg_tune_key_cands(key, sizeof(key), cands, (size_t)n * sizeof(cands[0]));
@@ -874,5 +887,8 @@ kiln_status cg_emit_gemm(cg_emitter *e, const sched_group *grp, cg_op *op)
         e->tune_share = 1;
         if (tuned >= 0 && tuned < n) pick = tuned;
     }
-    return emit_op(e, grp, &g, &cands[pick], op);
+    KILN_TRY(emit_op(e, grp, &g, &cands[pick], op));
+    /* this product's share of what the cost model prices for all of them */
+    op->est_clk = gemm_cost(&all, &cands[pick], &e->gpu) / share;
+    return KILN_OK;
 }
