@@ -550,7 +550,7 @@ static int cmd_inspect(int argc, char **argv)
             sched_program p;
             base_diag pd;
             base_diag_init(&pd);
-            if (api_plan(g, target_lookup(targets[t]), &p, &pa, &pd) == KILN_OK) {
+            if (api_plan(g, target_lookup(targets[t]), t > 0 ? schedule : NULL, &p, &pa, &pd) == KILN_OK) {
                 int kinds[SCHED_GROUP_KIND_COUNT] = {0}, n_fb = 0;
                 for (int i = 0; i < p.n_groups; i++) {
                     kinds[p.groups[i]->kind]++;
@@ -1428,7 +1428,7 @@ static kiln_status tune_mono(ir_model *m, const cli_args *a, base_diag *d)
     sched_program p;
     char key[128];
     int heur_block = 0, heur_per_sm = 0;
-    kiln_status st = api_plan(g, &target_cuda, &p, &pa, d);
+    kiln_status st = api_plan(g, &target_cuda, a->schedule, &p, &pa, d);
     if (st == KILN_OK) {
         target_cuda_mono_key(&p, a->schedule, a->precision, key, sizeof(key));
         target_cuda_mono_heuristic(&p, &heur_block, &heur_per_sm);

@@ -19,7 +19,8 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-kiln_status api_plan(ir_graph *g, const target *t, sched_program *p, base_arena *a, base_diag *d)
+kiln_status api_plan(ir_graph *g, const target *t, const char *schedule, sched_program *p, base_arena *a,
+                     base_diag *d)
 {
     memset(p, 0, sizeof(*p));
     for (int i = 0; i < g->n_inputs; i++)
@@ -32,7 +33,8 @@ kiln_status api_plan(ir_graph *g, const target *t, sched_program *p, base_arena 
     }
     pass_support s = {.can_compile = t->can_compile, .patterns = t->patterns};
     kiln_status st = pass_partition(g, &s, p, a, d);
-    if (st == KILN_OK) st = sched_plan_memory(g, p, a, d);
+    const bool by_wave = t->plan_by_wave && t->plan_by_wave(schedule);
+    if (st == KILN_OK) st = sched_plan_memory(g, p, a, by_wave, d);
     if (st != KILN_OK) sched_program_free(p);
     return st;
 }
@@ -94,7 +96,7 @@ kiln_status api_compile(ir_model *m, const api_compile_opts *o, const char *out_
     rt_segment_desc *segs = NULL;
     rt_binding *binds = NULL;
     kiln_rt_tensor_info *ios = NULL;
-    kiln_status st = api_plan(g, t, &p, &a, d);
+    kiln_status st = api_plan(g, t, o->schedule, &p, &a, d);
     if (st != KILN_OK) goto done;
     rep->seconds_partition = now_s() - t0;
     for (int i = 0; i < p.n_groups; i++) {

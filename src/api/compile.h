@@ -30,9 +30,11 @@ typedef struct api_compile_report {
 } api_compile_report;
 
 /* Partitions and plans g (shapes inferred; sets the byte sizes of inferred
- * values) for a target without building: what `kiln inspect` reports and
- * what the compile builds. OUT: p (sched_program_free). */
-kiln_status api_plan(ir_graph *g, const target *t, sched_program *p, base_arena *a, base_diag *d);
+ * values) for a target and schedule (target_options.schedule; NULL: the
+ * default) without building: what `kiln inspect` reports and what the
+ * compile builds. OUT: p (sched_program_free). */
+kiln_status api_plan(ir_graph *g, const target *t, const char *schedule, sched_program *p, base_arena *a,
+                     base_diag *d);
 
 /* Compiles m's graph (input shapes bound, shapes inferred) into an artifact at out_path. */
 kiln_status api_compile(ir_model *m, const api_compile_opts *o, const char *out_path, api_compile_report *rep,

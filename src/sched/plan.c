@@ -49,7 +49,23 @@ static uint64_t value_bytes(const ir_value *v)
     return v->shape_known ? (uint64_t)ir_numel(&v->t) * ir_dtype_size(v->t.dtype) : 0;
 }
 
-kiln_status sched_plan_memory(const ir_graph *g, sched_program *p, base_arena *a, base_diag *d)
+/* The wave of each group (by_wave planning): one more than the latest wave
+ * of the groups that wrote what it reads (its data alone, not the arena). */
+static void data_waves(const ir_graph *g, const sched_program *p, const int *root, const int *first, int *wave)
+{
+    for (int s = 0; s < p->n_groups; s++) {
+        const sched_group *grp = p->groups[s];
+        wave[s] = 0;
+        for (int k = 0; k < grp->n_in; k++) {
+            const ir_value *v = grp->in[k];
+            if (v->graph != g || v->is_const || v->is_input) continue;
+            int w = first[root[v->id]];
+            if (w >= 0 && w < s && wave[w] + 1 > wave[s]) wave[s] = wave[w] + 1;
+        }
+    }
+}
+
+kiln_status sched_plan_memory(const ir_graph *g, sched_program *p, base_arena *a, bool by_wave, base_diag *d)
 {
     (void)a;
     int nv = g->n_values;
@@ -163,15 +179,33 @@ kiln_status sched_plan_memory(const ir_graph *g, sched_program *p, base_arena *a
         }
     }
     p->weight_bytes = wofs;
-    /* arena values: roots produced by groups that are not caller buffers */
+    /* arena values: roots produced by groups that are not caller buffers.
+     * by_wave: lifetimes in waves rather than steps (a value lives from its
+     * producer's wave to its last reader's), so that bytes pass only from an
+     * earlier wave to a later one and reuse never makes groups of one wave
+     * depend on each other (schedules that run a wave's groups at once:
+     * waves, mono) */
+    int *wave = by_wave ? base_malloc(((size_t)p->n_groups + 1) * sizeof(int)) : NULL;
+    if (by_wave && !wave) {
+        st = base_diag_add(d, KILN_ERR_OOM, "out of memory planning memory");
+        goto out;
+    }
+    if (wave) data_waves(g, p, root, first, wave);
     int n_iv = 0;
     for (int i = 0; i < nv; i++) {
         if (root[i] != i || first[i] < 0) continue;
         const ir_value *v = g->values[i];
         if (p->place[i].loc != SCHED_LOC_NONE) continue; /* input/output */
         uint64_t bytes = value_bytes(v);
-        iv[n_iv++] = (interval){i, first[i], last[i], align_up(bytes ? bytes : 1), 0};
+        int lo = first[i], hi = last[i];
+        if (wave) {
+            lo = wave[first[i]];
+            hi = lo;
+            for (int s = first[i]; s <= last[i]; s++) hi = KILN_MAX(hi, wave[s]);
+        }
+        iv[n_iv++] = (interval){i, lo, hi, align_up(bytes ? bytes : 1), 0};
     }
+    base_free(wave);
     qsort(iv, (size_t)n_iv, sizeof(interval), by_size_desc);
     uint64_t arena = 0;
     for (int k = 0; k < n_iv; k++) {

@@ -74,9 +74,10 @@ void sched_program_free(sched_program *p);
 /* The memory plan: every non-constant value of g gets a place. Graph
  * inputs and outputs live in the caller's buffers; aliases share their
  * source's place; activations share arena space when their lifetimes (in
- * group order) do not overlap. Greedy by size, 64-byte aligned offsets.
- * Constants are placed in the weights blob in order of first use. */
-kiln_status sched_plan_memory(const ir_graph *g, sched_program *p, base_arena *a, base_diag *d);
+ * group order, or with by_wave in waves of the data graph) do not overlap.
+ * Greedy by size, 64-byte aligned offsets. Constants are placed in the
+ * weights blob in order of first use. */
+kiln_status sched_plan_memory(const ir_graph *g, sched_program *p, base_arena *a, bool by_wave, base_diag *d);
 
 /* Whether group b, later in g's program p, must wait for group a: b reads
  * bytes a writes, or writes bytes a reads or writes (deps.c). */

@@ -65,6 +65,11 @@ typedef struct target {
     /* Emits and builds the program for the partitioned, planned graph. */
     kiln_status (*build)(const ir_graph *g, const sched_program *p, const target_options *o, target_output *out,
                          base_diag *d);
+    /* Optional (NULL: never): whether `schedule` (target_options.schedule)
+     * runs the groups of a wave of the data graph at once, so that the
+     * memory plan should pass arena bytes only from wave to wave
+     * (sched_plan_memory's by_wave). */
+    bool (*plan_by_wave)(const char *schedule);
 } target;
 
 /* NULL when unknown. */

@@ -438,6 +438,46 @@ PY
     expect cuda_waves_kernel_code 0 "4" -- grep -c "__global__ void .* k_[0-9]*(const kiln_gctx" "$tmp/waves/model.cu"
     expect cuda_waves_op_code 0 "5" -- grep -c "^static __device__ void op_[0-9]*(const kiln_gctx" "$tmp/waves/model.cu"
     expect cuda_waves_guard 0 "1" -- grep -cE "^ *if \(threadIdx.x < 256u\) op_1\(c, t\);" "$tmp/waves/model.cu"
+    # two Inception blocks (four branches each): the branches' first groups
+    # make one wave; planned for waves (sched_plan_memory's by_wave) the arena
+    # passes bytes only from wave to wave, so no branch waits for another's
+    # dead bytes: 5 grid barriers in mono, not the 6 a plan in program order
+    # made, and 6 wave kernels against the kernels schedule's 7
+    python3 - "$tmp/incep.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+nodes, inits = [], []
+def conv(name, x, cin, cout, k):
+    inits.append(numpy_helper.from_array((rng.standard_normal((cout, cin, k, k)) * 0.05).astype(np.float32), name + "_w"))
+    nodes.append(helper.make_node("Conv", [x, name + "_w"], [name + "_c"], pads=[k // 2] * 4))
+    nodes.append(helper.make_node("Relu", [name + "_c"], [name]))
+    return name
+x = "x"
+for b in range(2):
+    p = "i%d_" % b
+    outs = [conv(p + "b1", x, 64, 32, 1), conv(p + "b2", conv(p + "b2a", x, 64, 48, 1), 48, 16, 3),
+            conv(p + "b3", conv(p + "b3a", x, 64, 16, 1), 16, 8, 3)]
+    nodes.append(helper.make_node("MaxPool", [x], [p + "pool"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    outs.append(conv(p + "b4", p + "pool", 64, 8, 1))
+    nodes.append(helper.make_node("Concat", outs, [p + "y"], axis=1))
+    x = p + "y"
+g = helper.make_graph(nodes, "incep", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 28, 28])],
+                      [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 64, 28, 28])], inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_waves_plan_mono 0 "5 grid barriers (15 before merging)" -- "$kiln" inspect "$tmp/incep.onnx" \
+        --schedule mono --precision fp16
+    expect cuda_waves_plan_waves 0 "6 launches; 6 waves" -- "$kiln" inspect "$tmp/incep.onnx" --schedule waves \
+        --precision fp16
+    expect cuda_waves_plan_first 0 "wave 0: 4 groups" -- "$kiln" inspect "$tmp/incep.onnx" --schedule waves \
+        --precision fp16
+    expect cuda_waves_plan_kernels 0 "7 launches" -- "$kiln" inspect "$tmp/incep.onnx" --schedule kernels \
+        --precision fp16
+    expect cuda_waves_plan_build 0 "waves: 6 waves in 6 kernels" -- "$kiln" compile "$tmp/incep.onnx" \
+        -o "$tmp/incep.kiln" --target cuda --precision fp16 --schedule waves
     expect cuda_waves_bad_config 1 "only the mono schedules take a BLOCKxN" -- "$kiln" inspect "$tmp/branches.onnx" \
         --schedule waves:128x1
     expect cuda_unknown_schedule_lists_waves 1 "(kernels, waves, mono, mono-barriers or mono-unmerged)" -- \

@@ -3057,7 +3057,7 @@ static bool attn_reads_ok(const tc *c, ir_graph *g, char *why, size_t n_why)
     base_diag d;
     base_diag_init(&d);
     bool ok = false;
-    if (api_plan(g, tgt, &p, &a, &d) != KILN_OK) {
+    if (api_plan(g, tgt, schedule, &p, &a, &d) != KILN_OK) {
         snprintf(why, n_why, "plan: %s", base_diag_text(&d));
         goto out;
     }

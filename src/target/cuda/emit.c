@@ -1450,9 +1450,24 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     return st;
 }
 
+/* The mono schedules run a stage's groups at once, waves a wave's: arena
+ * bytes that one group of them frees and another takes would make the
+ * second wait for the first. */
+static bool cuda_plan_by_wave(const char *schedule)
+{
+    bool mono = false, counters, unmerged, waves = false;
+    int block, per_sm;
+    base_diag d;
+    base_diag_init(&d);
+    bool ok = schedule && parse_schedule(schedule, &mono, &counters, &unmerged, &waves, &block, &per_sm, &d) == KILN_OK;
+    base_diag_free(&d);
+    return ok && (mono || waves);
+}
+
 const target target_cuda = {
     .name = "cuda",
     .can_compile = cuda_can_compile,
     .patterns = PASS_PATTERN_ATTENTION | PASS_PATTERN_RMS_NORM,
     .build = cuda_build,
+    .plan_by_wave = cuda_plan_by_wave,
 };
