@@ -402,6 +402,14 @@ PY
     expect cuda_narrow_gemm_build 0 "stages" -- "$kiln" compile "$tmp/mm.onnx" -o "$tmp/mm.kiln" --target cuda \
         --precision fp16 --schedule mono:256x1 --emit-source "$tmp/mm"
     expect cuda_narrow_gemm_guard 0 "1" -- grep -cE "^ *if \(threadIdx.x < 128u\) op_1\(c, t\);" "$tmp/mm/model.cu"
+    # warpgroup-MMA rOperators are called (ptxas then serializes their MMAs)
+    # unless KILN_MONO_INLINE_WGMMA=1 inlines them
+    expect cuda_wgmma_called 0 "1" -- grep -cE "void op_1\(const kiln_gctx \*c, int t\) \{ opb_[0-9]+\(c, t" \
+        "$tmp/mm/model.cu"
+    expect cuda_wgmma_inline_build 0 "stages" -- env KILN_MONO_INLINE_WGMMA=1 "$kiln" compile "$tmp/mm.onnx" \
+        -o "$tmp/mmi.kiln" --target cuda --precision fp16 --schedule mono:256x1 --emit-source "$tmp/mmi"
+    expect cuda_wgmma_inlined 0 "1" -- grep -c "^static __device__ __forceinline__ void op_1(const kiln_gctx \*c, int t);" \
+        "$tmp/mmi/model.cu"
 
     # --schedule=waves (Rammer's Algorithm 1): two independent products that
     # program order puts apart (b runs beside a's first product, not after

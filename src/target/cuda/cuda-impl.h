@@ -38,6 +38,7 @@ typedef struct cg_op {
     int cluster;       /* blocks per cluster: 0 or 1 none, 2 pairs (a kernel of its own, KG_CLUSTER) */
     bool narrow;       /* may run on the first `block` threads of a wider persistent block (kg_sync_n) */
     double est_clk;    /* the cost model's time for the rTasks run alone, in SM clocks (0: no estimate) */
+    bool wgmma;        /* its template issues warpgroup MMAs (sm_90a), which ptxas serializes across a call */
     char config[96];   /* the template configuration chosen, for listings ("" when there is no choice) */
 } cg_op;
 

@@ -441,6 +441,7 @@ typedef struct program {
     int kernels;           /* launches that are kernels (not host segments) */
     base_str listing;      /* the rProgram as text (kiln inspect --schedule) */
     cg_share *share;       /* mono: identical rOperators' code written once (share.c); else NULL */
+    bool inline_wgmma;     /* mono: rOperators with warpgroup MMAs inlined (KILN_MONO_INLINE_WGMMA=1) */
     base_str prof;         /* kg_prof_slots: a line per member of a persistent kernel */
     int prof_slots;        /* members of persistent kernels so far (their profile slots) */
 } program;
@@ -918,10 +919,11 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
     return st;
 }
 
-/* proto: mono's noinline prototype of op_<id> (not for one share.c rewrote:
- * its op_<id> calls a noinline body) */
+/* proto: mono's prototype of op_<id>, its attribute (__noinline__, or
+ * __forceinline__ for one inlined because of its warpgroup MMAs); NULL:
+ * none (one share.c rewrote: its op_<id> calls a noinline body) */
 static kiln_status add_member(cg_emitter *e, program *pr, batch *b, const sched_group *grp, const cg_op *op,
-                              bool proto)
+                              const char *proto)
 {
     /* a clustered rOperator's rTasks pair up by block index: a kernel of its own */
     bool fits = b->n == 0 || (kernel_block(pr, op) == b->block && op->cluster < 2 && b->m[0].op.cluster < 2);
@@ -941,7 +943,7 @@ static kiln_status add_member(cg_emitter *e, program *pr, batch *b, const sched_
     if (b->n == 0) b->block = kernel_block(pr, op);
     b->m[b->n++] = (member){.grp = grp, .op = *op, .stage = stage};
     if (pr->mono && proto)
-        base_str_printf(&pr->sites, "static __device__ __noinline__ void op_%d(const kiln_gctx *c, int t);\n",
+        base_str_printf(&pr->sites, "static __device__ %s void op_%d(const kiln_gctx *c, int t);\n", proto,
                         grp->id);
     return KILN_OK;
 }
@@ -987,7 +989,7 @@ static kiln_status emit_output_copies(cg_emitter *e, program *pr, batch *b, sche
     base_str_cat(&e->code, "}\n\n");
     /* it reads inputs and constants, and writes outputs no group writes: it
      * joins whatever kernel is open */
-    return add_member(e, pr, b, grp, &op, true);
+    return add_member(e, pr, b, grp, &op, "__noinline__");
 }
 
 /* Appends op_<grp->id> to e->code and fills *op (emit_group; emit_waves
@@ -1031,9 +1033,16 @@ static kiln_status emit_group(cg_emitter *e, program *pr, batch *b, target_outpu
     }
     default: KILN_TRY(emit_code(e, grp, &op));
     }
+    /* warpgroup MMAs in a function the kernel calls run one after another
+     * (ptxas C7510: "wgmma.mma_async instructions are serialized due to
+     * wgmma pipeline crossing function boundary"); with
+     * KILN_MONO_INLINE_WGMMA=1 such an rOperator keeps its own code, inlined
+     * into the kernel (ViT-B/16's mono kernel: 1.7 MB of sm_90a code
+     * instead of 0.45 MB, ptxas 36 s instead of 4.5 s) */
+    const bool inlined = pr->inline_wgmma && op.wgmma;
     bool rewritten = false;
-    if (pr->share) KILN_TRY(cg_share_op(e, pr->share, grp->id, start, &rewritten));
-    return add_member(e, pr, b, grp, &op, !rewritten);
+    if (pr->share && !inlined) KILN_TRY(cg_share_op(e, pr->share, grp->id, start, &rewritten));
+    return add_member(e, pr, b, grp, &op, inlined ? "__forceinline__" : rewritten ? NULL : "__noinline__");
 }
 
 /* ---- --schedule=waves (Rammer 3.3, Algorithm 1) ------------------------------------------ *
@@ -1139,7 +1148,7 @@ static kiln_status emit_wave(cg_emitter *e, program *pr, batch *b, wave_member *
         st = flush_batch(e, pr, b);
         for (int i = 0; i < n && st == KILN_OK; i++) {
             if (added[i] || kernel_block(pr, &m[i].op) != pr->wave_block) continue;
-            st = add_member(e, pr, b, m[i].grp, &m[i].op, false);
+            st = add_member(e, pr, b, m[i].grp, &m[i].op, NULL);
             added[i] = true;
             left--;
         }
@@ -1361,6 +1370,8 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
         pr.blocks_per_sm = per_sm ? per_sm : mono_blocks_per_sm(p, e.want_block);
         pr.block = e.want_block;
         e.mono_per_sm = pr.blocks_per_sm;
+        const char *inline_env = getenv("KILN_MONO_INLINE_WGMMA");
+        pr.inline_wgmma = inline_env && strcmp(inline_env, "1") == 0;
         const char *narrow_env = getenv("KILN_MONO_NARROW");
         e.narrow_ok = !(narrow_env && strcmp(narrow_env, "0") == 0);
         /* every rOperator within its share of a multiprocessor's shared memory

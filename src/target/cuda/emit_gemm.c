@@ -777,6 +777,7 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     op->splitk = c->splits > 1;
     op->cluster = KILN_MAX(1, c->cn);
     op->narrow = cfg_narrow(c);
+    op->wgmma = c->kind == GEMM_WG || c->kind == GEMM_WGT;
     KILN_TRY(cg_need(e, "kg_math.h"));
     KILN_TRY(cg_need(e, "kg_gemm.cuh"));
     return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;
