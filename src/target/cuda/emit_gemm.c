@@ -331,7 +331,7 @@ static int64_t cfg_tiles(const gemm_problem *g, const gemm_cfg *c)
 static int64_t cfg_rtasks(const gemm_problem *g, const gemm_cfg *c) { return cfg_tiles(g, c) * c->splits; }
 
 /* Whether c's rOperator may be narrow (cg_op.narrow): every template but
- * the producer-warp one meets only its own threads (kg_bar_sync, kg_sync_n). */
+ * the producer-warp one meets only its own threads (kg.h, kg_sync_n). */
 static bool cfg_narrow(const gemm_cfg *c) { return c->cn == 0; }
 
 /* Split-K variants of the mma.sync and TMA candidates cands[0..n) of at

@@ -374,19 +374,14 @@ static __device__ __forceinline__ bool kg_gemm_splitk_last(const kg_gemm_args *g
     return true;
 }
 
-/* A barrier of the block's first n threads (a multiple of 32): all of
- * them unless the block has warps that do something else (kg_gemm_tc in
- * the sm_80 image of kg_gemm_wgt_ws, beside its idle producer warp, or a
- * narrow rOperator in a persistent kernel's wider block: kg.h, kg_sync_n). */
-static __device__ __forceinline__ void kg_bar_sync(const int n) { kg_sync_n(n); }
-
 /*
  * C tile (tm, tn) of g on tensor cores. bm x bn block tile, bk deep k-tiles,
  * wm x wn warp tiles (16 <= wm <= 64 in steps of 16, 16 <= wn <= 64 in steps
  * of 16), ks warp slices along k (bk / 16 divisible by ks), `stages` copy
  * stages (2..7). Threads: (bm / wm) (bn / wn) ks warps, the block's first
- * (warps beyond them may do other things; they take no part in its
- * barriers, unless splits > 1). Shared memory:
+ * (warps beyond them may do other things, a producer warp's idle sm_80 image
+ * or a persistent kernel's other threads: they take no part in its
+ * barriers, kg_sync_n). Shared memory:
  * KG_GEMM_TC_SMEM(bm, bn, bk, ks, stages) bytes.
  */
 static __device__ __forceinline__ void kg_gemm_tc(const kg_gemm_args *g, int tm, int tn, const int bm, const int bn,
@@ -429,7 +424,7 @@ static __device__ __forceinline__ void kg_gemm_tc(const kg_gemm_args *g, int tm,
 #pragma unroll 1
     for (int kt = kt0; kt < kt1; kt++) {
         kg_cp_async_wait(stages - 2);
-        kg_bar_sync(n_threads);
+        kg_sync_n(n_threads);
         {
             int nk = kt + stages - 1, ns = stage == 0 ? stages - 1 : stage - 1;
             if (nk < kt1)
@@ -478,7 +473,7 @@ static __device__ __forceinline__ void kg_gemm_tc(const kg_gemm_args *g, int tm,
          * memory, one float per lane per entry: conflict-free */
         float *red = (float *)kg_smem;
         const int per_warp = mi_n * ni_n * 4;
-        kg_bar_sync(n_threads);
+        kg_sync_n(n_threads);
         if (slice > 0) {
             float *dst = red + ((slice - 1) * slice_warps + wi) * per_warp * 32 + lane;
 #pragma unroll
@@ -488,7 +483,7 @@ static __device__ __forceinline__ void kg_gemm_tc(const kg_gemm_args *g, int tm,
 #pragma unroll
                     for (int v = 0; v < 4; v++) dst[((i * ni_n + j) * 4 + v) * 32] = acc[i][j][v];
         }
-        kg_bar_sync(n_threads);
+        kg_sync_n(n_threads);
         if (slice == 0) {
 #pragma unroll 1
             for (int s = 1; s < ks; s++) {
@@ -522,7 +517,7 @@ static __device__ __forceinline__ void kg_gemm_tc(const kg_gemm_args *g, int tm,
             }
     }
     /* the next rTask of this block refills the stages */
-    kg_bar_sync(n_threads);
+    kg_sync_n(n_threads);
 }
 
 /* Dynamic shared memory kg_gemm_tc needs (host and device agree). */

@@ -236,25 +236,18 @@ static __device__ __forceinline__ void kg_stw(void *p, int bytes, const unsigned
  * packed low first, 8-byte ones take two words. kg_ldv_stream_<dtype> and
  * kg_ldv_keep_<dtype> load with kg.h's cache hints (also one element of 1
  * byte). */
+/* kg_ldv<hint>_<sfx>: the n elements through kg_ldw<hint> (KG_VEC) */
+#define KG_LDV(name, ldw, T, CT, size, get)                                                      \
+    static __device__ __forceinline__ void name(const T *p, int n, CT *x)                        \
+    {                                                                                            \
+        unsigned w[4];                                                                           \
+        ldw(p, n * (size), w);                                                                   \
+        _Pragma("unroll") for (int i = 0; i < n; i++) x[i] = get;                                \
+    }
 #define KG_VEC(sfx, T, CT, size, get, put)                                                       \
-    static __device__ __forceinline__ void kg_ldv_##sfx(const T *p, int n, CT *x)                \
-    {                                                                                            \
-        unsigned w[4];                                                                           \
-        kg_ldw(p, n * (size), w);                                                                \
-        _Pragma("unroll") for (int i = 0; i < n; i++) x[i] = get;                                \
-    }                                                                                            \
-    static __device__ __forceinline__ void kg_ldv_stream_##sfx(const T *p, int n, CT *x)         \
-    {                                                                                            \
-        unsigned w[4];                                                                           \
-        kg_ldw_stream(p, n * (size), w);                                                         \
-        _Pragma("unroll") for (int i = 0; i < n; i++) x[i] = get;                                \
-    }                                                                                            \
-    static __device__ __forceinline__ void kg_ldv_keep_##sfx(const T *p, int n, CT *x)           \
-    {                                                                                            \
-        unsigned w[4];                                                                           \
-        kg_ldw_keep(p, n * (size), w);                                                           \
-        _Pragma("unroll") for (int i = 0; i < n; i++) x[i] = get;                                \
-    }                                                                                            \
+    KG_LDV(kg_ldv_##sfx, kg_ldw, T, CT, size, get)                                               \
+    KG_LDV(kg_ldv_stream_##sfx, kg_ldw_stream, T, CT, size, get)                                 \
+    KG_LDV(kg_ldv_keep_##sfx, kg_ldw_keep, T, CT, size, get)                                     \
     static __device__ __forceinline__ void kg_stv_##sfx(T *p, int n, const CT *x)                \
     {                                                                                            \
         unsigned w[4] = {0u, 0u, 0u, 0u};                                                        \
