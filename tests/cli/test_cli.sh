@@ -402,6 +402,26 @@ PY
     expect cuda_narrow_gemm_build 0 "stages" -- "$kiln" compile "$tmp/mm.onnx" -o "$tmp/mm.kiln" --target cuda \
         --precision fp16 --schedule mono:256x1 --emit-source "$tmp/mm"
     expect cuda_narrow_gemm_guard 0 "1" -- grep -cE "^ *if \(threadIdx.x < 128u\) op_1\(c, t\);" "$tmp/mm/model.cu"
+    # In a persistent kernel a narrow rTask still holds its whole block: a
+    # product of the float32 input (SIMT tiles) must not take 32-thread tiles
+    # that leave 7 of a 256-thread block's 8 warps idle (336 of them ran
+    # 2.5 times slower than 96 tiles of 128 threads on an H100)
+    python3 - "$tmp/simt.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((768, 3072)).astype(np.float32) * 0.03, "w")
+nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("Sigmoid", ["r"], ["y"])]
+g = helper.make_graph(nodes, "simt", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [197, 768])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [197, 3072])], [w])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_mono_simt_holds_block 1 "0" -- sh -c "'$kiln' inspect '$tmp/simt.onnx' --schedule mono:256x1 \
+        --precision fp16 | grep 'kg_gemm_simt' | grep -c 'on 32 of the 256 threads'"
+    expect cuda_mono_simt_listed 0 "1" -- sh -c "'$kiln' inspect '$tmp/simt.onnx' --schedule mono:256x1 \
+        --precision fp16 | grep -c 'kg_gemm_simt'"
     # warpgroup-MMA rOperators are called (ptxas then serializes their MMAs)
     # unless KILN_MONO_INLINE_WGMMA=1 inlines them
     expect cuda_wgmma_called 0 "1" -- grep -cE "void op_1\(const kiln_gctx \*c, int t\) \{ opb_[0-9]+\(c, t" \

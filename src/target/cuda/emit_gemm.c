@@ -493,12 +493,16 @@ static bool clusters_preferred(void)
  *     registers and warps) run side by side, each a chain of k-tiles no
  *     faster than the copy latency over the stages in flight;
  *   - rounds: each round of tiles held at once fills and drains once.
+ * In a persistent kernel (per_sm > 0, its blocks a multiprocessor holds)
+ * an rTask holds a whole block, narrow or not, so per_sm rTasks run side by
+ * side whatever the tile's own occupancy, and a narrow SIMT or mma.sync
+ * tile has only its own warps to hide latency with.
  * The rates and latencies are fitted, not derived: on an H200 the chosen
  * configuration of BERT's eight linear products runs within 2% of the
  * fastest candidate on average (the geometric mean over three runs of
  * bench/gpu_gemm.c; at worst 11%, batch 1's attention output, where a
  * split mma.sync tile wins). */
-static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *gpu)
+static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *gpu, int per_sm_blocks)
 {
     const double latency = 700.0, dram_bytes_per_clk = 1200.0, l2_bytes_per_clk = 6250.0;
     int n_sms = gpu->n_sms > 0 ? gpu->n_sms : 132;
@@ -546,8 +550,11 @@ static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *
     regs = (regs + 7) & ~7;
     int by_smem = 228 * 1024 / (smem + 1024), by_regs = 65536 / (threads * KILN_MIN(regs, 255));
     int bps = KILN_MAX(1, KILN_MIN(by_smem, KILN_MIN(by_regs, KILN_MIN(64 / (threads / 32), 32))));
+    if (per_sm_blocks > 0) bps = per_sm_blocks;
     double tiles = (double)cfg_rtasks(g, c);
     double per_sm = ceil(tiles / n_sms), resident = KILN_MIN((double)bps, per_sm);
+    if (per_sm_blocks > 0 && (c->kind == GEMM_SIMT || c->kind == GEMM_TC))
+        rate *= KILN_MIN(1.0, threads * resident / 128.0);
     double k_tiles = (double)cdiv(cdiv(g->k, c->bk), c->splits), work = (double)c->bm * c->bn * c->bk;
     double t_compute = per_sm * k_tiles * work / rate;
     double t_latency = ceil(per_sm / resident) * k_tiles * fmax(work / rate, copy_latency / in_flight);
@@ -579,12 +586,12 @@ static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *
     return t_memory + fmax(t_compute, t_latency) + t_rounds + fixup;
 }
 
-static int gemm_heuristic(const gemm_problem *g, const gemm_cfg *cands, int n, const cg_gpu *gpu)
+static int gemm_heuristic(const gemm_problem *g, const gemm_cfg *cands, int n, const cg_gpu *gpu, int per_sm_blocks)
 {
     int best = 0;
     double best_cost = 0;
     for (int i = 0; i < n; i++) {
-        double cost = gemm_cost(g, &cands[i], gpu);
+        double cost = gemm_cost(g, &cands[i], gpu, per_sm_blocks);
         if (i == 0 || cost < best_cost * 0.999) {
             best = i;
             best_cost = cost;
@@ -865,7 +872,7 @@ kiln_status cg_emit_gemm(cg_emitter *e, const sched_group *grp, cg_op *op)
     int n = sized_candidates(&g, &e->gpu, e->want_block, e->narrow_ok, share, cands);
     gemm_problem all = g;
     all.n_batch *= share;
-    int pick = gemm_heuristic(&all, cands, n, &e->gpu);
+    int pick = gemm_heuristic(&all, cands, n, &e->gpu, e->mono_per_sm);
     if (e->wave_efficient) {
         /* the most efficient rKernel (Rammer): the least estimated time x
          * multiprocessors held, whatever the tuner measured alone */
@@ -873,7 +880,7 @@ kiln_status cg_emit_gemm(cg_emitter *e, const sched_group *grp, cg_op *op)
         double best = 0;
         for (int i = 0; i < n; i++) {
             double held = (double)KILN_MIN(cfg_rtasks(&all, &cands[i]), (int64_t)n_sms);
-            double sm_time = gemm_cost(&all, &cands[i], &e->gpu) * held;
+            double sm_time = gemm_cost(&all, &cands[i], &e->gpu, e->mono_per_sm) * held;
             if (i == 0 || sm_time < best * 0.999) {
                 best = sm_time;
                 pick = i;
@@ -890,6 +897,6 @@ kiln_status cg_emit_gemm(cg_emitter *e, const sched_group *grp, cg_op *op)
     }
     KILN_TRY(emit_op(e, grp, &g, &cands[pick], op));
     /* this product's share of what the cost model prices for all of them */
-    op->est_clk = gemm_cost(&all, &cands[pick], &e->gpu) / share;
+    op->est_clk = gemm_cost(&all, &cands[pick], &e->gpu, e->mono_per_sm) / share;
     return KILN_OK;
 }
