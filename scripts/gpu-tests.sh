@@ -27,7 +27,7 @@
 # Logs: one file per section in --logs DIR (default $OUT when set, as under
 # the device tool, else a fresh temporary folder), at most 8 files.
 # Environment: JOBS (default: processors, at most 12), BENCH_ARGS, SCHEDULE
-# (kernels, waves, mono or mono-barriers: the --schedule of ops, conformance and models; default kernels),
+# (kernels, waves, mono or mono-barriers: the --schedule of ops, conformance and models; default waves, the compiler's),
 # PRECISION (fp32, fp16 or bf16: the --precision of ops; default fp32; the
 # 16-bit ones run the tensor-core attention and the 16-bit GEMM epilogues),
 # KILN_SECTION_TIMEOUT (seconds per section, default 900), PYTHON (python3).
@@ -46,7 +46,7 @@ ONLY=""
 SKIP=""
 PYTHON=${PYTHON:-python3}
 SECTION_TIMEOUT=${KILN_SECTION_TIMEOUT:-900}
-SCHEDULE=${SCHEDULE:-kernels}
+SCHEDULE=${SCHEDULE:-waves}
 PRECISION=${PRECISION:-fp32}
 case $PRECISION in
 fp32 | fp16 | bf16) ;;

@@ -3,9 +3,9 @@
 #   1. unit tests (base, IR, ONNX loader, npy/npz), the kernel templates' own
 #      tests, the per-op differential tests on the c target
 #   2. every per-op case's CUDA kernels built by NVRTC (no GPU needed), under
-#      --schedule kernels (fp32) and mono (fp16); every conformance model's
-#      (kernels, fp32); the layer-norm conformance models (persistent kernels
-#      of several stages) under mono and mono-barriers
+#      --schedule kernels (fp32), mono and waves (fp16); every conformance
+#      model's (waves, the default; fp32); the layer-norm conformance models
+#      (persistent kernels of several stages) under mono, mono-barriers and waves
 #   3. command-line tests (help, exit codes, the embedded model, malformed input)
 #   4. ONNX conformance on the reference interpreter, with the expected-failure list
 #   5. the same conformance cases compiled for the c target and run by the runtime
@@ -54,7 +54,7 @@ grep -E 'FAIL' "$log/ops" | head -40
 count "$log/ops" "per-op tests"
 
 echo "== CUDA kernels of every per-op case compile with NVRTC (sm_80, sm_90a; no GPU needed)"
-"$build/test_ops" --target cuda --compile-only >"$log/opscu" 2>&1
+"$build/test_ops" --target cuda --compile-only --schedule kernels >"$log/opscu" 2>&1
 grep -E 'FAIL' "$log/opscu" | head -40
 count "$log/opscu" "CUDA compile (kernels, fp32)"
 "$build/test_ops" --target cuda --compile-only --schedule mono --precision fp16 >"$log/opsmono" 2>&1
@@ -74,7 +74,7 @@ if [ -d "$data_ln" ]; then
     "$build/conformance" --target cuda --compile-only --xfail "$here/conformance/xfail.txt" \
         "$data/node" "$data/pytorch-converted" "$data/pytorch-operator" "$data/simple" >"$log/confcu" 2>&1
     grep -E '^(FAIL|XPASS)' "$log/confcu" | head -40
-    count "$log/confcu" "CUDA compile of the conformance models (kernels, fp32)"
+    count "$log/confcu" "CUDA compile of the conformance models (waves, the default; fp32)"
     # multi-group models: their persistent kernels' counter waits and barriers
     for sch in mono mono-barriers waves; do
         "$build/conformance" --target cuda --compile-only --schedule "$sch" --filter layer_normalization \

@@ -138,7 +138,7 @@ static const char run_help[] =
     "\n"
     "  --target T         c (default), cuda or interp\n"
     "  --precision P      cuda: fp32 (default), fp16 or bf16 storage, fp32 math\n"
-    "  --schedule S       cuda: kernels (default), mono or mono-barriers (kiln help compile)\n"
+    "  --schedule S       cuda: waves (default), kernels, mono or mono-barriers (kiln help compile)\n"
     "  --threads N        worker threads (default: the artifact's, or 1)\n"
     "  --check            also run the interpreter and compare every output\n"
     "  --input NAME=FILE  a .npy file for input NAME\n"
@@ -168,11 +168,11 @@ static const char compile_help[] =
     "  --target T         c (default: this CPU) or cuda (NVIDIA GPUs, sm_80 and later)\n"
     "  --precision P      cuda: storage of float activations and weights: fp32\n"
     "                     (default), fp16 or bf16; math is always fp32\n"
-    "  --schedule S       cuda: kernels (default): a kernel per group, independent\n"
-    "                     neighbours in one; waves: a kernel per wave of the group\n"
+    "  --schedule S       cuda: waves (default): a kernel per wave of the group\n"
     "                     graph (Rammer: the groups whose inputs the waves before\n"
     "                     made, narrower rOperators on part of the block, the most\n"
     "                     efficient rKernels where the fastest overfill the GPU);\n"
+    "                     kernels: a kernel per group, independent neighbours in one;\n"
     "                     mono: the whole network as persistent\n"
     "                     kernels (one unless host segments split it) of stages;\n"
     "                     an rTask waits only for the completion counters of the\n"
@@ -249,7 +249,7 @@ static const char tune_help[] =
     "                     next run): 90s, 10m, 1h or seconds (default: no limit)\n"
     "  --configs LIST     with a mono sweep: only these configurations (128x1,256x3)\n"
     "  --precision P      storage of float activations and weights (default fp32)\n"
-    "  --schedule S       kernels (default) or a mono schedule (kiln help compile)\n"
+    "  --schedule S       waves (default), kernels or a mono schedule (kiln help compile)\n"
     "  --tuning-db FILE   the SQLite tuning database (default $KILN_TUNING_DB or\n"
     "                     ~/.cache/kiln/tuning.db)\n"
     "  --shape NAME=DIMS  bind a symbolic input dimension\n"
@@ -268,7 +268,7 @@ static const char bench_help[] =
     "\n"
     "  --target T       c (default) or cuda, for a MODEL\n"
     "  --precision P    cuda: fp32 (default), fp16 or bf16\n"
-    "  --schedule S     cuda: kernels (default), mono or mono-barriers (kiln help compile)\n"
+    "  --schedule S     cuda: waves (default), kernels, mono or mono-barriers (kiln help compile)\n"
     "  --tune           cuda: tune GEMM/conv templates on the GPU first\n"
     "  --threads N      worker threads (default 1)\n"
     "  --warmup N       untimed runs first (default 5)\n"
@@ -1573,7 +1573,7 @@ static int cmd_tune(int argc, char **argv)
     if (tmp[0]) remove(tmp);
     if (st == KILN_OK && !a.quiet && !sweep)
         printf("tuned %s for this GPU (%s, %s schedule) in %.1f s; compiles of the same work now use the results\n",
-               a.path, a.precision ? a.precision : "fp32", a.schedule ? a.schedule : "kernels", now_s() - t0);
+               a.path, a.precision ? a.precision : "fp32", a.schedule ? a.schedule : "waves", now_s() - t0);
     rc = st == KILN_OK ? 0 : fail(st, &d, a.path);
     ir_model_free(m);
     base_diag_free(&d);

@@ -16,7 +16,7 @@ typedef struct api_compile_opts {
     void *progress_user;
     const char *precision; /* cuda: "fp32" (default), "fp16", "bf16" */
     bool tune;             /* cuda: time template candidates on the device */
-    const char *schedule;  /* cuda: "kernels" (default) or "mono" */
+    const char *schedule;  /* cuda: NULL (waves), "waves", "kernels", or a mono one ("mono", "mono:256x1", ...) */
     const char *tuning_db; /* cuda: NULL for the default database */
     double tune_budget_s;  /* cuda with tune: seconds of measuring, then the cost model's choices; 0: no limit */
 } api_compile_opts;

@@ -21,7 +21,7 @@ typedef struct target_options {
     /* GPU targets */
     const char *precision;   /* "fp32" (default), "fp16" or "bf16": storage of float activations and weights */
     bool tune;               /* time template candidates on the device (Bolt's profiler) */
-    const char *schedule;    /* "kernels" (default) or "mono": the whole network as persistent kernels */
+    const char *schedule;    /* cuda: NULL (waves), "waves", "kernels", or a mono one ("mono", "mono:256x1", ...) */
     const char *tuning_db;   /* SQLite file; NULL: $KILN_TUNING_DB or ~/.cache/kiln/tuning.db */
     double tune_budget_s;    /* with tune: seconds of measuring, then the heuristics' choices; 0: no limit */
     const void *weights;     /* the planned weights blob (the model's dtypes), weight_bytes long */

@@ -378,10 +378,16 @@ static kiln_status convert_weights(cg_emitter *e, target_output *out)
  * mono one may carry a kernel-wide configuration ":BLOCKxN" (mono:256x2:
  * 256 threads a block, 2 blocks per multiprocessor), else *block and
  * *per_sm stay 0. */
+/* The schedule without --schedule: waves, which is the kernels schedule
+ * where a graph has no independent branches and runs them side by side
+ * where it has (GoogLeNet 278 against 313 us on an H100; BERT, ViT,
+ * ResNet-50 within 1%). */
+#define SCHEDULE_DEFAULT "waves"
+
 static kiln_status parse_schedule(const char *s, bool *mono, bool *waits, bool *unmerged, bool *waves, int *block,
                                   int *per_sm, base_diag *d)
 {
-    char name[32] = "kernels";
+    char name[32] = SCHEDULE_DEFAULT;
     *block = *per_sm = 0;
     if (s) {
         const char *colon = strchr(s, ':');
@@ -1470,7 +1476,7 @@ static bool cuda_plan_by_wave(const char *schedule)
     int block, per_sm;
     base_diag d;
     base_diag_init(&d);
-    bool ok = schedule && parse_schedule(schedule, &mono, &counters, &unmerged, &waves, &block, &per_sm, &d) == KILN_OK;
+    bool ok = parse_schedule(schedule, &mono, &counters, &unmerged, &waves, &block, &per_sm, &d) == KILN_OK;
     base_diag_free(&d);
     return ok && (mono || waves);
 }
