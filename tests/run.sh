@@ -11,7 +11,7 @@
 #   5. the same conformance cases compiled for the c target and run by the runtime
 #   6. the IR -> ONNX export round trip over the same models
 #   7. ResNet-50, MobileNetV2 and BERT-base through kiln against onnxruntime,
-#      then their CUDA kernels built by NVRTC (fp16, kernels and mono)
+#      then their CUDA kernels built by NVRTC (fp16, waves, kernels and mono)
 # Ends with the line "N passed, N failed" summing them all.
 set -u
 build=${1:-build}
@@ -112,7 +112,7 @@ else
 fi
 
 echo "== models: ResNet-50, MobileNetV2, BERT-base exported with PyTorch, kiln (c target) vs onnxruntime;"
-echo "   their CUDA kernels built by NVRTC (fp16, kernels and mono; no GPU needed)"
+echo "   their CUDA kernels built by NVRTC (fp16, waves, kernels and mono; no GPU needed)"
 if /usr/bin/python3 -c 'import torch, torchvision' >/dev/null 2>&1; then
     "$here/models/run_models.sh" "$build" --cuda-compile >"$log/models" 2>&1
     grep -E '^(PASS|FAIL)' "$log/models"

@@ -13,7 +13,7 @@
 # --cuda-compile, each model is then also compiled for the GPU (no GPU
 # needed: NVRTC builds every kernel for sm_80 and sm_90a) with
 #     BUILD_DIR/kiln compile MODEL.onnx --target cuda --precision fp16 --schedule S
-# for S in kernels and mono, the schedules bench/gpu.py runs. One line per
+# for S in waves (the default), kernels and mono. One line per
 # model (and compile), then "N passed, N failed"; exit status 1 when any
 # failed.
 # Logs and outputs go to BUILD_DIR/models/.
@@ -126,7 +126,7 @@ done
 # ---- the CUDA kernels, built by NVRTC ---------------------------------------------
 if [ $cuda_compile -eq 1 ]; then
     for m in $MODELS; do
-        for sch in kernels mono; do
+        for sch in waves kernels mono; do
             model=$CACHE/$m.onnx
             log=$OUTDIR/$m.cuda-$sch.log
             if [ ! -f "$model" ]; then
