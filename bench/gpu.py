@@ -3,7 +3,7 @@
 ViT-B/16 and ResNet-50, fp16, end-to-end latency, all in one run.
 
     python3 bench/gpu.py [--models bert1,bert16,vit,resnet50] [--iterations 200] [--warmup 20]
-                         [--tune] [--schedule kernels,mono,mono-barriers,mono-unmerged] [--ablation] [--skip-compile-peers]
+                         [--tune] [--schedule waves,kernels,mono,mono-barriers,mono-unmerged] [--ablation] [--skip-compile-peers]
                          [--compile-budget 120] [--budget 480]
                          [--bundle bundle] [--json OUT.json] [--compile-only]
 
@@ -15,8 +15,8 @@ For each model (random weights, seed 0, eval mode; nothing is downloaded):
      persistent kernel's configuration timed whole, a note), then
      `kiln bench --json --device-io` on the artifact (host clock around each
      run, which returns when the outputs are written; inputs and outputs stay
-     in device memory, as the peers' tensors do), for the kernels schedule
-     the same with KILN_EARLY_LAUNCH=0 (no programmatic dependent launches:
+     in device memory, as the peers' tensors do), for the waves and kernels
+     schedules the same with KILN_EARLY_LAUNCH=0 (no programmatic dependent launches:
      a note comparing the two), then `kiln bench` with host
      tensors (inputs uploaded and outputs downloaded every run: a note), and
      `kiln run` whose outputs must match PyTorch fp32 (TF32 off) within the
@@ -394,7 +394,7 @@ def bench_kiln(r, a, work, onnx_path, npz_path, outputs, refs):
         # early launches (programmatic dependent launch) against kernels in
         # order: the same artifact, KILN_EARLY_LAUNCH=0, timed before and
         # after a second timing with early launches (medians of each)
-        if r["schedule"] == "kernels":
+        if r["schedule"] in ("kernels", "waves"):
             ab = {"1": [r["kiln_us"]], "0": []}
             for flag in ("0", "1", "0"):
                 rc, out, err = kiln(a, bench + ["--device-io"], timeout=a.kiln_timeout,
@@ -615,13 +615,13 @@ def main():
     ap.add_argument("--tune", action="store_true",
                     help="kiln compile --tune; a mono schedule without :BLOCKxN runs `kiln tune --schedule S` "
                          "first, which also picks the persistent kernel's configuration")
-    ap.add_argument("--schedule", default="kernels",
+    ap.add_argument("--schedule", default="waves",
                     help="kiln's schedule(s), comma-separated: kernels, waves, mono, mono-barriers, mono-unmerged, "
                          "the mono ones with a block configuration (mono:256x2) and the variants +noilp, "
                          "+cache, +wide and +inline (KILN_MONO_ILP=0, KILN_MONO_CACHE=1, KILN_MONO_NARROW=0, "
                          "KILN_MONO_INLINE_WGMMA=1: "
                          "mono-unmerged+noilp); a table row each; "
-                         "default kernels")
+                         "default waves, the compiler's")
     ap.add_argument("--tuning-db", help="kiln's tuning database (default: kiln's)")
     ap.add_argument("--skip-compile-peers", action="store_true", help="no torch.compile")
     ap.add_argument("--compile-budget", type=float, default=120,
