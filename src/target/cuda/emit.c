@@ -373,17 +373,17 @@ static kiln_status convert_weights(cg_emitter *e, target_output *out)
     return KILN_OK;
 }
 
-/* The schedule: kernels (NULL too), mono (counter waits), mono-barriers,
- * or mono-unmerged (a barrier after every group: the ablation's base); a
- * mono one may carry a kernel-wide configuration ":BLOCKxN" (mono:256x2:
- * 256 threads a block, 2 blocks per multiprocessor), else *block and
- * *per_sm stay 0. */
 /* The schedule without --schedule: waves, which is the kernels schedule
  * where a graph has no independent branches and runs them side by side
  * where it has (GoogLeNet 278 against 313 us on an H100; BERT, ViT,
  * ResNet-50 within 1%). */
 #define SCHEDULE_DEFAULT "waves"
 
+/* The schedule: waves (NULL too), kernels, mono (counter waits),
+ * mono-barriers, or mono-unmerged (a barrier after every group: the
+ * ablation's base); a mono one may carry a kernel-wide configuration
+ * ":BLOCKxN" (mono:256x2: 256 threads a block, 2 blocks per
+ * multiprocessor), else *block and *per_sm stay 0. */
 static kiln_status parse_schedule(const char *s, bool *mono, bool *waits, bool *unmerged, bool *waves, int *block,
                                   int *per_sm, base_diag *d)
 {
