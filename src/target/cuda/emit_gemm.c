@@ -493,10 +493,11 @@ static bool clusters_preferred(void)
  *     registers and warps) run side by side, each a chain of k-tiles no
  *     faster than the copy latency over the stages in flight;
  *   - rounds: each round of tiles held at once fills and drains once.
- * In a persistent kernel (per_sm > 0, its blocks a multiprocessor holds)
- * an rTask holds a whole block, narrow or not, so per_sm rTasks run side by
- * side whatever the tile's own occupancy, and a narrow SIMT or mma.sync
- * tile has only its own warps to hide latency with.
+ * In a persistent kernel (per_sm_blocks > 0: the blocks a multiprocessor
+ * holds; 0 elsewhere) an rTask holds a whole block, narrow or not, so
+ * per_sm_blocks rTasks run side by side whatever the tile's own occupancy,
+ * and a narrow SIMT or mma.sync tile has only its own warps to hide
+ * latency with.
  * The rates and latencies are fitted, not derived: on an H200 the chosen
  * configuration of BERT's eight linear products runs within 2% of the
  * fastest candidate on average (the geometric mean over three runs of
