@@ -152,7 +152,7 @@ static const char run_help[] =
 static const char compile_help[] =
     "USAGE\n"
     "  kiln compile MODEL -o OUT.kiln [--target c|cuda] [--threads N] [--emit-source DIR]\n"
-    "               [--precision fp32|fp16|bf16] [--schedule kernels|waves|mono|mono-barriers] [--tune]\n"
+    "               [--precision fp32|fp16|bf16] [--schedule waves|kernels|mono|mono-barriers] [--tune]\n"
     "               [--tuning-db FILE] [--shape NAME=D0xD1x...]... [--quiet]\n"
     "\n"
     "Compiles MODEL into an artifact: the graph is partitioned into groups\n"
