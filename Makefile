@@ -29,8 +29,9 @@ OBJ      := $(SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/onnx.pb-c.o $(BUILD)/ob
             $(BUILD)/obj/gen/kg_sources.o
 LIB      := $(BUILD)/libkiln.a
 TOOLS    := $(BUILD)/kiln
+# gpu_gemm includes emit_gemm.c: building it with the rest keeps the two in step
 TESTS    := $(BUILD)/test_unit $(BUILD)/conformance $(BUILD)/roundtrip $(BUILD)/test_ops $(BUILD)/test_kc $(BUILD)/kc_bench \
-            $(BUILD)/gpu_smoke $(BUILD)/gpu_runtime
+            $(BUILD)/gpu_smoke $(BUILD)/gpu_runtime $(BUILD)/gpu_gemm
 
 .PHONY: all check asan ubsan fuzz clean tests
 

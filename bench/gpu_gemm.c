@@ -430,7 +430,7 @@ static void print_ranking(const job *j)
     double cost[MAX_CANDS];
     for (int i = 0; i < j->n_cands; i++) {
         order[i] = i;
-        cost[i] = gemm_cost(&j->g, &j->cands[i], &dv_gpu);
+        cost[i] = gemm_cost(&j->g, &j->cands[i], &dv_gpu, 0);
     }
     for (int i = 1; i < j->n_cands; i++) /* insertion sort: a few tens */
         for (int k = i; k > 0 && cost[order[k]] < cost[order[k - 1]]; k--) {
@@ -570,11 +570,11 @@ static void run_shape(device *dv, job *j, bool heuristic_only, FILE *csv, base_d
         }
         printf("  %s%-34s %4d x %4u thr, %6.1f KB smem  err %.2e%s", i == j->heuristic ? "*" : " ", cn,
                (int)cfg_rtasks(&j->g, c), block, smem / 1024.0, err, ok ? "" : "  WRONG");
-        if (s->timed) printf("  %9.2f us  %7.1f TFLOP/s  model %.3g", us, flop / us * 1e-6, gemm_cost(&j->g, c, &dv_gpu));
+        if (s->timed) printf("  %9.2f us  %7.1f TFLOP/s  model %.3g", us, flop / us * 1e-6, gemm_cost(&j->g, c, &dv_gpu, 0));
         printf("\n");
         if (csv)
             fprintf(csv, "%s,%d,%s,%d,%.4f,%.3e,%d,%.4g\n", s->name, i, cn, i == j->heuristic, us, err, ok,
-                    gemm_cost(&j->g, c, &dv_gpu));
+                    gemm_cost(&j->g, c, &dv_gpu, 0));
         if (ok && s->timed && (best < 0 || us < best_us)) {
             best = i;
             best_us = us;
@@ -662,7 +662,7 @@ int main(int argc, char **argv)
         problem_of(s, &j->g);
         problem_tma(s, &j->g);
         j->n_cands = gemm_candidates(&j->g, &dv_gpu, j->cands);
-        j->heuristic = gemm_heuristic(&j->g, j->cands, j->n_cands, &dv_gpu);
+        j->heuristic = gemm_heuristic(&j->g, j->cands, j->n_cands, &dv_gpu, 0, false);
         j->src = source_of(s, &j->g, j->cands, j->n_cands, j->tmaps, &j->n_tmaps);
     }
     pool p = {.jobs = jobs, .n = n_jobs, .sm_major = info.sm_major, .sm_minor = info.sm_minor};
