@@ -42,6 +42,15 @@ typedef struct cg_op {
     char config[96];   /* the template configuration chosen, for listings ("" when there is no choice) */
 } cg_op;
 
+/* The threads a block runs op's rTasks in, inside a kernel whose blocks
+ * have `wide` threads (0: a kernel of op's own): wide for a narrow op of
+ * fewer threads (its rTasks on the first op->block of them, the rest
+ * skipping them), else op's own. */
+static inline int cg_block_in(const cg_op *op, int wide)
+{
+    return op->narrow && op->block < wide ? wide : op->block;
+}
+
 /* The GPU the code is tuned for (the compiling machine's device 0, else a
  * default: an H100-like sm_90 with 132 SMs). */
 typedef struct cg_gpu {

@@ -587,12 +587,18 @@ static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *
     return t_memory + fmax(t_compute, t_latency) + t_rounds + fixup;
 }
 
-static int gemm_heuristic(const gemm_problem *g, const gemm_cfg *cands, int n, const cg_gpu *gpu, int per_sm_blocks)
+/* The cost model's choice among cands[0..n): the fastest, or with
+ * `efficient` the most efficient rKernel (Rammer's SelectRKernels): the
+ * least estimated time x multiprocessors held. */
+static int gemm_heuristic(const gemm_problem *g, const gemm_cfg *cands, int n, const cg_gpu *gpu, int per_sm_blocks,
+                          bool efficient)
 {
+    const int n_sms = gpu->n_sms > 0 ? gpu->n_sms : 132;
     int best = 0;
     double best_cost = 0;
     for (int i = 0; i < n; i++) {
         double cost = gemm_cost(g, &cands[i], gpu, per_sm_blocks);
+        if (efficient) cost *= (double)KILN_MIN(cfg_rtasks(g, &cands[i]), (int64_t)n_sms);
         if (i == 0 || cost < best_cost * 0.999) {
             best = i;
             best_cost = cost;
@@ -873,21 +879,10 @@ kiln_status cg_emit_gemm(cg_emitter *e, const sched_group *grp, cg_op *op)
     int n = sized_candidates(&g, &e->gpu, e->want_block, e->narrow_ok, share, cands);
     gemm_problem all = g;
     all.n_batch *= share;
-    int pick = gemm_heuristic(&all, cands, n, &e->gpu, e->mono_per_sm);
-    if (e->wave_efficient) {
-        /* the most efficient rKernel (Rammer): the least estimated time x
-         * multiprocessors held, whatever the tuner measured alone */
-        const int n_sms = e->gpu.n_sms > 0 ? e->gpu.n_sms : 132;
-        double best = 0;
-        for (int i = 0; i < n; i++) {
-            double held = (double)KILN_MIN(cfg_rtasks(&all, &cands[i]), (int64_t)n_sms);
-            double sm_time = gemm_cost(&all, &cands[i], &e->gpu, e->mono_per_sm) * held;
-            if (i == 0 || sm_time < best * 0.999) {
-                best = sm_time;
-                pick = i;
-            }
-        }
-    } else if (n > 1) {
+    /* a wave's most efficient rKernels are the cost model's, whatever the
+     * tuner measured alone */
+    int pick = gemm_heuristic(&all, cands, n, &e->gpu, e->mono_per_sm, e->wave_efficient);
+    if (!e->wave_efficient && n > 1) {
         char key[512];
         gemm_key(&g, e->want_block, share, key, sizeof(key));
         cg_tune_key_cands(key, sizeof(key), cands, (size_t)n * sizeof(cands[0]));

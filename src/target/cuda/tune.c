@@ -402,7 +402,7 @@ static void make_source(cg_emitter *e, const sched_group *grp, const char *key, 
          * multiprocessor and won, then lost in the kernel: ViT 825 -> 972
          * us, BERT b16 1880 -> 2095 on an H100) */
         const bool mono = e->want_block > 0 && e->mono_per_sm > 0;
-        c->block = mono && op->narrow && op->block < e->want_block ? e->want_block : op->block;
+        c->block = cg_block_in(op, mono ? e->want_block : 0);
         c->per_sm = mono ? e->mono_per_sm : 0;
         cg_kernel_head(&s, "k_tune", c->block, c->per_sm, op->cluster);
         /* the identical products beside it in its wave: as many copies of its rTasks */
