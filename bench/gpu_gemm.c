@@ -236,13 +236,13 @@ static char *source_of(const shape *s, const gemm_problem *g, const gemm_cfg *ca
             gemm_tmaps(g, &cands[i], &tmaps[ta], &tmaps[tb]);
         }
         emit_call(&src, g, &cands[i], pa, pb, pc, s->epi != EPI_NONE ? pbias : NULL,
-                  s->epi == EPI_BIAS_RES ? pres : NULL, ta, tb);
+                  s->epi == EPI_BIAS_RES ? pres : NULL, ta, tb, NULL);
         /* two blocks: half the shared memory, and 128 registers a thread at 256 threads (bn/2 accumulators) */
         bool two = cfg_smem(&cands[i]) <= 113 * 1024 && (cfg_threads(&cands[i]) <= 128 || cands[i].bn <= 128);
         int min_blocks = min_blocks2 && two ? 2 : 1;
         char kname[32];
         snprintf(kname, sizeof(kname), "k_%d", i);
-        cg_kernel_head(&src, kname, cfg_threads(&cands[i]), min_blocks, cands[i].cn);
+        cg_kernel_head(&src, kname, cfg_threads(&cands[i]), min_blocks, cands[i].cn, true);
         base_str_printf(&src, "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, t);\n}\n\n",
                         (long long)cfg_rtasks(g, &cands[i]), i);
     }

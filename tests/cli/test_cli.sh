@@ -401,7 +401,7 @@ PY
         --precision fp16 | grep -c ' of the 256 threads'"
     expect cuda_narrow_gemm_build 0 "stages" -- "$kiln" compile "$tmp/mm.onnx" -o "$tmp/mm.kiln" --target cuda \
         --precision fp16 --schedule mono:256x1 --emit-source "$tmp/mm"
-    expect cuda_narrow_gemm_guard 0 "1" -- grep -cE "^ *if \(threadIdx.x < 128u\) op_1\(c, t\);" "$tmp/mm/model.cu"
+    expect cuda_narrow_gemm_guard 0 "1" -- grep -cE "^ *if \(threadIdx.x < 128u\) op_1\(c, t, 0\);" "$tmp/mm/model.cu"
     # In a persistent kernel a narrow rTask still holds its whole block: a
     # product of the float32 input (SIMT tiles) must not take 32-thread tiles
     # that leave 7 of a 256-thread block's 8 warps idle (336 of them ran
@@ -424,11 +424,11 @@ PY
         --precision fp16 | grep -c 'kg_gemm_simt'"
     # warpgroup-MMA rOperators are called (ptxas then serializes their MMAs)
     # unless KILN_MONO_INLINE_WGMMA=1 inlines them
-    expect cuda_wgmma_called 0 "1" -- grep -cE "void op_1\(const kiln_gctx \*c, int t\) \{ opb_[0-9]+\(c, t" \
+    expect cuda_wgmma_called 0 "1" -- grep -cE "void op_1\(const kiln_gctx \*c, int t, int grid_dep\) \{ opb_[0-9]+\(c, t, grid_dep" \
         "$tmp/mm/model.cu"
     expect cuda_wgmma_inline_build 0 "stages" -- env KILN_MONO_INLINE_WGMMA=1 "$kiln" compile "$tmp/mm.onnx" \
         -o "$tmp/mmi.kiln" --target cuda --precision fp16 --schedule mono:256x1 --emit-source "$tmp/mmi"
-    expect cuda_wgmma_inlined 0 "1" -- grep -c "^static __device__ __forceinline__ void op_1(const kiln_gctx \*c, int t);" \
+    expect cuda_wgmma_inlined 0 "1" -- grep -c "^static __device__ __forceinline__ void op_1(const kiln_gctx \*c, int t, int grid_dep);" \
         "$tmp/mmi/model.cu"
 
     # --schedule=waves (Rammer's Algorithm 1): two independent products that
@@ -465,7 +465,29 @@ PY
     # twice keeps one copy of each)
     expect cuda_waves_kernel_code 0 "4" -- grep -c "__global__ void .* k_[0-9]*(const kiln_gctx" "$tmp/waves/model.cu"
     expect cuda_waves_op_code 0 "5" -- grep -c "^static __device__ void op_[0-9]*(const kiln_gctx" "$tmp/waves/model.cu"
-    expect cuda_waves_guard 0 "1" -- grep -cE "^ *if \(threadIdx.x < 256u\) op_1\(c, t\);" "$tmp/waves/model.cu"
+    expect cuda_waves_guard 0 "1" -- grep -cE "^ *if \(threadIdx.x < 256u\) op_1\(c, t, 1\);" "$tmp/waves/model.cu"
+    # the kernels of TMA products leave griddepcontrol.wait to their rTasks
+    # (after B's first copies: grid_dep 1); the Relu's and the Concat's keep it
+    expect cuda_rtask_grid_dep 0 "3" -- grep -cE "op_[0-9]+\(c, t( - [0-9]+)?, 1\);" "$tmp/waves/model.cu"
+    expect cuda_head_grid_dep 0 "2" -- grep -c "^    kg_grid_dep();" "$tmp/waves/model.cu"
+    # a product whose B some kernel writes (here a Relu) copies nothing early:
+    # its kernel waits first
+    python3 - "$tmp/actb.onnx" <<'PY'
+import sys
+import onnx
+from onnx import TensorProto, helper
+nodes = [helper.make_node("Relu", ["b"], ["rb"]), helper.make_node("MatMul", ["a", "rb"], ["y"])]
+g = helper.make_graph(nodes, "actb", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [256, 512]),
+                                      helper.make_tensor_value_info("b", TensorProto.FLOAT, [512, 384])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [256, 384])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_actb_build 0 "" -- "$kiln" compile "$tmp/actb.onnx" -o "$tmp/actb.kiln" --target cuda \
+        --precision fp16 --emit-source "$tmp/actb" --quiet
+    expect cuda_actb_tma 0 "1" -- grep -c "^ \* kg_gemm_wgt" "$tmp/actb/model.cu"
+    expect cuda_actb_head_dep 0 "2" -- grep -c "^    kg_grid_dep();" "$tmp/actb/model.cu"
+    expect cuda_actb_no_param 0 "1" -- grep -c "^static __device__ void op_1(const kiln_gctx \*c, int t)$" \
+        "$tmp/actb/model.cu"
     # two Inception blocks (four branches each): the branches' first groups
     # make one wave; planned for waves (sched_plan_memory's by_wave) the arena
     # passes bytes only from wave to wave, so no branch waits for another's

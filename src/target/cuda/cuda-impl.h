@@ -22,7 +22,11 @@
  *     a persistent kernel of wider blocks may run it on its first
  *     cg_op.block threads while the rest skip its rTasks (Rammer's early
  *     exit; emit.c);
- *   - a comment before the function names the ONNX nodes (cg_comment).
+ *   - a comment before the function names the ONNX nodes (cg_comment);
+ *   - an rOperator with cg_op.prewait takes a third parameter, CG_PRE_PARAM:
+ *     with grid_dep 1, its rTask does griddepcontrol.wait (kg_grid_dep)
+ *     itself, after work that needs nothing the kernels before write, and
+ *     the kernel's head leaves it out.
  */
 #ifndef KILN_TARGET_CUDA_IMPL_H
 #define KILN_TARGET_CUDA_IMPL_H
@@ -39,6 +43,7 @@ typedef struct cg_op {
     bool narrow;       /* may run on the first `block` threads of a wider persistent block (kg_sync_n) */
     double est_clk;    /* the cost model's time for the rTasks run alone, in SM clocks (0: no estimate) */
     bool wgmma;        /* its template issues warpgroup MMAs (sm_90a), which ptxas serializes across a call */
+    bool prewait;      /* op_<id> takes CG_PRE_PARAM: may do griddepcontrol.wait inside the rTask */
     char config[96];   /* the template configuration chosen, for listings ("" when there is no choice) */
 } cg_op;
 
@@ -46,6 +51,9 @@ typedef struct cg_op {
  * have `wide` threads (0: a kernel of op's own): wide for a narrow op of
  * fewer threads (its rTasks on the first op->block of them, the rest
  * skipping them), else op's own. */
+/* The third parameter of a cg_op.prewait rOperator's op_<id>. */
+#define CG_PRE_PARAM ", int grid_dep"
+
 static inline int cg_block_in(const cg_op *op, int wide)
 {
     return op->narrow && op->block < wide ? wide : op->block;
@@ -150,11 +158,13 @@ bool cg_tmap_space(const cg_emitter *e, const ir_value *v, int *space, uint64_t 
 /* Appends the definition of kg_tmaps (when the program has tensor maps). */
 void cg_tmaps_define(const cg_emitter *e, base_str *s);
 /* Appends `extern "C" __global__ void <attributes> NAME(const kiln_gctx *c)\n{\n`
- * and the first statement, kg_grid_dep() (the wait that lets the runtime
- * launch the kernel early: gprog.h): __launch_bounds__(block[, min_blocks])
- * (min_blocks 0: none) and, for cluster > 1, KG_CLUSTER(cluster). Every
- * kernel kiln builds, tunes or benchmarks opens so. */
-void cg_kernel_head(base_str *s, const char *name, int block, int min_blocks, int cluster);
+ * and, with grid_dep, the first statement, kg_grid_dep() (the wait that
+ * lets the runtime launch the kernel early: gprog.h; without it, every
+ * rTask of the kernel does that wait, cg_op.prewait):
+ * __launch_bounds__(block[, min_blocks]) (min_blocks 0: none) and, for
+ * cluster > 1, KG_CLUSTER(cluster). Every kernel kiln builds, tunes or
+ * benchmarks opens so. */
+void cg_kernel_head(base_str *s, const char *name, int block, int min_blocks, int cluster, bool grid_dep);
 
 /* share.c: one copy of the code of rOperators that differ only in their
  * tensors' places (--schedule=mono). cg_share_op rewrites op_<id>, which

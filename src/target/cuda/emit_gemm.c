@@ -647,11 +647,13 @@ static void gemm_tmaps(const gemm_problem *g, const gemm_cfg *c, rt_gtmap *ma, r
 /* The body of op_<id> after emit_split and the batch offsets oa, ob, oc: fills the
  * kg_gemm_args and calls the template. pa..pres: typed pointer
  * expressions of the operands (pbias, pres NULL when absent); tmap_a,
- * tmap_b: the kg_tmaps indices of gemm_tmaps' maps (kg_gemm_wgt only).
+ * tmap_b: the kg_tmaps indices of gemm_tmaps' maps (kg_gemm_wgt only);
+ * pdep: what g.grid_dep is set to (NULL: 0).
  * Also what bench/gpu_gemm.c emits, so the bench times the code the
  * compiler makes. */
 static void emit_call(base_str *s, const gemm_problem *g, const gemm_cfg *c, const char *pa, const char *pb,
-                      const char *pc, const char *pbias, const char *pres, int tmap_a, int tmap_b)
+                      const char *pc, const char *pbias, const char *pres, int tmap_a, int tmap_b,
+                      const char *pdep)
 {
     char f1[48], f2[48], f3[48], f4[48];
     base_str_printf(s, "    g.a = %s + oa;\n    g.b = %s + ob;\n    g.c = %s + oc;\n", pa, pb, pc);
@@ -676,7 +678,8 @@ static void emit_call(base_str *s, const gemm_problem *g, const gemm_cfg *c, con
                     dt_code(g->sa), dt_code(g->sb), dt_code(g->sy), dt_code(g->sbias), dt_code(g->sres),
                     cg_float_lit(g->alpha, f1, sizeof(f1)), cg_float_lit(g->beta, f2, sizeof(f2)), cg_act_name(g->ep.act),
                     cg_float_lit(g->ep.alpha, f3, sizeof(f3)), cg_float_lit(g->ep.beta, f4, sizeof(f4)));
-    base_str_printf(s, "    g.splits = %d; g.split = split; g.slot = slot;\n", c->splits);
+    base_str_printf(s, "    g.splits = %d; g.split = split; g.slot = slot;\n    g.grid_dep = %s;\n", c->splits,
+                    pdep ? pdep : "0");
     if (c->cn > 1) /* rTasks 2j and 2j + 1 (a cluster's ranks 0 and 1) take columns 2j' and 2j' + 1 */
         base_str_printf(s,
                         "    int tm, tn;\n    kg_gemm_raster(t / 2, %lld, %lld, 8, &tm, &tn);\n"
@@ -747,7 +750,12 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     int64_t tiles = cdiv(g->m, c->bm) * cdiv(g->n, c->bn);
     cg_comment(s, grp);
     emit_summary(s, g, c);
-    base_str_printf(s, "static __device__ void op_%d(const kiln_gctx *c, int t)\n{\n    kg_gemm_args g;\n", grp->id);
+    /* a TMA template whose B is a weight (nothing in the program writes it)
+     * may wait for the kernels before inside its rTask, after B's first
+     * copies (grid_dep) */
+    const bool prewait = c->kind == GEMM_WGT && g->space_b == 1;
+    base_str_printf(s, "static __device__ void op_%d(const kiln_gctx *c, int t%s)\n{\n    kg_gemm_args g;\n", grp->id,
+                    prewait ? CG_PRE_PARAM : "");
     emit_split(s, c);
     if (g->n_batch > 1) {
         /* rTask t: tile t % tiles of batch t / tiles */
@@ -772,7 +780,8 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     }
     emit_call(s, g, c, cg_ptr(e, g->a, pa, sizeof(pa)), cg_ptr(e, g->b, pb, sizeof(pb)),
               cg_ptr(e, g->y, pc, sizeof(pc)), g->ep.bias ? cg_ptr(e, g->ep.bias, pbias, sizeof(pbias)) : NULL,
-              g->ep.residual ? cg_ptr(e, g->ep.residual, pres, sizeof(pres)) : NULL, tmap_a, tmap_b);
+              g->ep.residual ? cg_ptr(e, g->ep.residual, pres, sizeof(pres)) : NULL, tmap_a, tmap_b,
+              prewait ? "grid_dep" : NULL);
     op->n_rtasks = cfg_rtasks(g, c);
     op->block = cfg_threads(c);
     op->smem_bytes = cfg_smem(c);
@@ -792,6 +801,7 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     op->cluster = KILN_MAX(1, c->cn);
     op->narrow = cfg_narrow(c);
     op->wgmma = c->kind == GEMM_WG || c->kind == GEMM_WGT;
+    op->prewait = prewait;
     KILN_TRY(cg_need(e, "kg_math.h"));
     KILN_TRY(cg_need(e, "kg_gemm.cuh"));
     return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;

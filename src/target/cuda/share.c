@@ -120,9 +120,14 @@ kiln_status cg_share_op(cg_emitter *e, cg_share *sh, int id, size_t start, bool 
     if (!sh || code->oom || start >= code->len) return KILN_OK;
     char name[32], def[80];
     snprintf(name, sizeof(name), "op_%d", id);
-    snprintf(def, sizeof(def), "void %s(const kiln_gctx *c, int t)", name);
-    char *text = code->buf + start;
-    char *at = strstr(text, def);
+    /* op_<id>(c, t), or op_<id>(c, t, grid_dep) for a cg_op.prewait one: the body takes it too */
+    char *text = code->buf + start, *at = NULL;
+    bool pre = false;
+    for (int with = 0; with < 2 && !at; with++) {
+        snprintf(def, sizeof(def), "void %s(const kiln_gctx *c, int t%s)", name, with ? CG_PRE_PARAM : "");
+        at = strstr(text, def);
+        pre = with;
+    }
     if (!at || strstr(at + 1, def)) return KILN_OK;
     char *line = at;
     while (line > text && line[-1] != '\n') line--;
@@ -170,15 +175,16 @@ kiln_status cg_share_op(cg_emitter *e, cg_share *sh, int id, size_t start, bool 
         if (b->users == 0) {
             base_str_printf(&out,
                             "/* the body of op_%d and of every rOperator that reads the same but for its constants "
-                            "(kg_v0, ...) */\nstatic __device__ __noinline__ void opb_%d(const kiln_gctx *c, int t",
-                            id, id);
+                            "(kg_v0, ...) */\nstatic __device__ __noinline__ void opb_%d(const kiln_gctx *c, int t%s",
+                            id, id, pre ? CG_PRE_PARAM : "");
             for (int i = 0; i < n_values; i++) base_str_printf(&out, ", kg_u64 kg_v%d", i);
             base_str_cat(&out, ")");
             base_str_cat(&out, base_str_get(&canon)); /* from just after op_<id>'s parameter list */
         }
         b->users++;
-        base_str_printf(&out, "static __device__ __forceinline__ void %s(const kiln_gctx *c, int t) { opb_%d(c, t%s%s); }\n\n",
-                        name, b->id, n_values ? ", " : "", base_str_get(&values));
+        base_str_printf(&out, "static __device__ __forceinline__ void %s(const kiln_gctx *c, int t%s) { opb_%d(c, t%s%s%s); }\n\n",
+                        name, pre ? CG_PRE_PARAM : "", b->id, pre ? ", grid_dep" : "", n_values ? ", " : "",
+                        base_str_get(&values));
         if (out.oom) st = base_diag_add(e->d, KILN_ERR_OOM, "out of memory sharing rOperator code");
         else {
             code->len = start;

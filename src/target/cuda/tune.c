@@ -404,7 +404,7 @@ static void make_source(cg_emitter *e, const sched_group *grp, const char *key, 
         const bool mono = e->want_block > 0 && e->mono_per_sm > 0;
         c->block = cg_block_in(op, mono ? e->want_block : 0);
         c->per_sm = mono ? e->mono_per_sm : 0;
-        cg_kernel_head(&s, "k_tune", c->block, c->per_sm, op->cluster);
+        cg_kernel_head(&s, "k_tune", c->block, c->per_sm, op->cluster, true);
         /* the identical products beside it in its wave: as many copies of its rTasks */
         const long long n = (long long)op->n_rtasks, share = KILN_MAX(1, e->tune_share);
         char task[48] = "t";
@@ -412,12 +412,12 @@ static void make_source(cg_emitter *e, const sched_group *grp, const char *key, 
         if (c->block > op->block)
             base_str_printf(&s,
                             "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) {\n"
-                            "        if (threadIdx.x < %du) op_%d(c, %s);\n"
+                            "        if (threadIdx.x < %du) op_%d(c, %s%s);\n"
                             "        __syncthreads();\n    }\n}\n\n%s",
-                            n * share, op->block, grp->id, task, tune_kernels);
+                            n * share, op->block, grp->id, task, op->prewait ? ", 0" : "", tune_kernels);
         else
-            base_str_printf(&s, "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, %s);\n}\n\n%s",
-                            n * share, grp->id, task, tune_kernels);
+            base_str_printf(&s, "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, %s%s);\n}\n\n%s",
+                            n * share, grp->id, task, op->prewait ? ", 0" : "", tune_kernels);
         c->op.n_rtasks *= share;
         cg_tmaps_define(e, &s);
         if (s.oom) st = base_diag_add(&cd, KILN_ERR_OOM, "out of memory emitting it");

@@ -41,7 +41,9 @@ typedef struct kiln_gctx {
 #define KG_CLUSTER(n)
 #endif
 
-/* The first statement of every kernel (cg_kernel_head). On sm_90 the
+/* The first statement of every kernel (cg_kernel_head), or, in a kernel
+ * of rOperators that do it themselves (kg_gemm_wgt's g->grid_dep), of
+ * every rTask once it has issued what reads no kernel's output. On sm_90 the
  * runtime launches kernels as programmatic dependent launches (gprog.h,
  * `early`): a kernel's blocks may be scheduled while the kernel before it
  * still runs. griddepcontrol.wait holds them until every kernel before

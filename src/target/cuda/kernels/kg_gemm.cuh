@@ -87,6 +87,7 @@ typedef struct kg_gemm_args {
     int splits, split;     /* split-K across blocks: this rTask's share of K */
     int slot;              /* the tile's index in kg_splitk_sem (splits > 1) */
     const void *tma_a, *tma_b; /* kg_gemm_wgt: the operands' tensor maps (kg_tmaps entries) */
+    int grid_dep;          /* kg_gemm_wgt: griddepcontrol.wait inside, after B's first copies (kg_gemm_tma_first) */
 } kg_gemm_args;
 
 /* A tensor map (CUtensorMap: 128 opaque bytes) the runtime encodes for the
@@ -914,19 +915,17 @@ static __device__ __forceinline__ void kg_tma_load_mc(unsigned dst, const void *
                  : "memory");
 }
 
-/* Issues k-tile kt of A and B (64 deep) into one stage, counted on bar:
- * K-major operands as one box of 64 x rows, MN-major ones as 64 x 64 atoms
- * (the layout kg_wg_operand describes; the tensor maps swizzle by 128
- * bytes as the descriptors do). In a cluster of cn blocks sharing A
+/* The copies of k-tile kt (64 deep) of A into a stage at sa, counted on
+ * bar: a K-major A as one box of 64 x rows, an MN-major one as 64 x 64
+ * atoms (the layout kg_wg_operand describes; the tensor maps swizzle by
+ * 128 bytes as the descriptors do). In a cluster of cn blocks sharing A
  * (kg_gemm_wgt_ws), the block of rank `rank` copies its 1 / cn of A's rows
- * into every block; bar expects the whole stage either way. */
-static __device__ __forceinline__ void kg_gemm_tma_issue(const kg_gemm_args *g, unsigned sa, unsigned sb,
-                                                         unsigned bar, int m0, int n0, int kt, const int bm,
-                                                         const int bn, const int cn, unsigned rank)
+ * into every block. */
+static __device__ __forceinline__ void kg_gemm_tma_a(const kg_gemm_args *g, unsigned sa, unsigned bar, int m0, int kt,
+                                                     const int bm, const int cn, unsigned rank)
 {
     const int k0 = kt * 64;
-    kg_mbar_expect(bar, (unsigned)((bm + bn) * 64 * 2));
-    /* A: this block's part, rows rank * bm / cn on (all of it when cn is 1),
+    /* this block's part, rows rank * bm / cn on (all of it when cn is 1),
      * in a cluster multicast into both blocks */
     if (g->la == KG_GEMM_KMAJOR) {
         const unsigned dst = sa + rank * (bm / cn) * 128;
@@ -939,10 +938,62 @@ static __device__ __forceinline__ void kg_gemm_tma_issue(const kg_gemm_args *g, 
             if (cn > 1) kg_tma_load_mc(sa + atom * 8192, g->tma_a, m0 + 64 * atom, k0, bar, 3);
             else kg_tma_load(sa + atom * 8192, g->tma_a, m0 + 64 * atom, k0, bar);
         }
+}
+
+/* The copies of k-tile kt of B into a stage at sb, counted on bar, after
+ * the arrival that expects the whole stage (A's bytes too, even in a
+ * cluster where the other block copies part of A: bar completes only when
+ * everything has landed). */
+static __device__ __forceinline__ void kg_gemm_tma_b(const kg_gemm_args *g, unsigned sb, unsigned bar, int n0, int kt,
+                                                     const int bm, const int bn)
+{
+    const int k0 = kt * 64;
+    kg_mbar_expect(bar, (unsigned)((bm + bn) * 64 * 2));
     if (g->lb == KG_GEMM_KMAJOR) kg_tma_load(sb, g->tma_b, k0, n0, bar);
     else
 #pragma unroll
         for (int i = 0; i < bn / 64; i++) kg_tma_load(sb + i * 8192, g->tma_b, n0 + 64 * i, k0, bar);
+}
+
+/* Issues k-tile kt of A and B into one stage, counted on bar. */
+static __device__ __forceinline__ void kg_gemm_tma_issue(const kg_gemm_args *g, unsigned sa, unsigned sb,
+                                                         unsigned bar, int m0, int n0, int kt, const int bm,
+                                                         const int bn, const int cn, unsigned rank)
+{
+    kg_gemm_tma_b(g, sb, bar, n0, kt, bm, bn);
+    kg_gemm_tma_a(g, sa, bar, m0, kt, bm, cn, rank);
+}
+
+/* How many k-tiles of B a TMA template copies before griddepcontrol.wait:
+ * on an H100, BERT b1 in waves took 486 / 482 us with none, 459 / 455 with
+ * 1, 451 / 453 with 2 and 493 / 490 with all 12 (ViT 587 / 593, 564 /
+ * 563, 559 / 569, 582 / 572): copying them all crowds out the kernel
+ * before. Even with none, the rTask's set-up before the wait gains. */
+#ifndef KG_GEMM_PRE_STAGES
+#define KG_GEMM_PRE_STAGES 2
+#endif
+
+/* The first n stages' copies (k-tiles kt0 ..). With g->grid_dep the rTask
+ * does griddepcontrol.wait here (the kernel's head left it out): B's first
+ * KG_GEMM_PRE_STAGES k-tiles are copied before it, since no kernel writes
+ * the weights, and so are on their way while the kernel before finishes;
+ * the rest after. Thread `issuer` copies. */
+static __device__ __forceinline__ void kg_gemm_tma_first(const kg_gemm_args *g, unsigned smem, unsigned smem_b,
+                                                         unsigned full, int m0, int n0, int kt0, int n,
+                                                         const int bm, const int bn, const int cn, unsigned rank,
+                                                         int issuer)
+{
+    const int a_bytes = bm * 64 * 2, b_bytes = bn * 64 * 2;
+    const int early = !g->grid_dep ? 0 : n < KG_GEMM_PRE_STAGES ? n : KG_GEMM_PRE_STAGES;
+    if ((int)threadIdx.x == issuer)
+        for (int s = 0; s < early; s++) kg_gemm_tma_b(g, smem_b + s * b_bytes, full + 8 * s, n0, kt0 + s, bm, bn);
+    if (g->grid_dep) kg_grid_dep();
+    if ((int)threadIdx.x == issuer) {
+        for (int s = 0; s < n; s++) {
+            if (s >= early) kg_gemm_tma_b(g, smem_b + s * b_bytes, full + 8 * s, n0, kt0 + s, bm, bn);
+            kg_gemm_tma_a(g, smem + s * a_bytes, full + 8 * s, m0, kt0 + s, bm, cn, rank);
+        }
+    }
 }
 
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
@@ -1048,10 +1099,7 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
     }
     kg_fence_proxy_async();
     kg_sync_n(n_threads);
-    if (threadIdx.x == 0)
-        for (int s = 0; s < stages && s < k_tiles; s++)
-            kg_gemm_tma_issue(g, smem + s * a_bytes, smem_b + s * b_bytes, full + 8 * s, m0, n0, kt0 + s, bm, bn, 1,
-                              0u);
+    kg_gemm_tma_first(g, smem, smem_b, full, m0, n0, kt0, stages < k_tiles ? stages : k_tiles, bm, bn, 1, 0u, 0);
     float d[128];
     kg_wg_zero(d, bn / 2);
 #pragma unroll 1
@@ -1094,7 +1142,7 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
     /* the next rTask re-initialises the barriers and refills the stages */
     kg_sync_n(n_threads);
 #else
-    kg_gemm_wg_on_tc(g, tm, tn, bm, bn);
+    kg_gemm_wg_on_tc(g, tm, tn, bm, bn); /* kg_grid_dep is nothing before sm_90 */
 #endif
 }
 
@@ -1146,13 +1194,15 @@ static __device__ __forceinline__ void kg_gemm_wgt_ws(const kg_gemm_args *g, int
     kg_fence_proxy_async();
     __syncthreads();
     if (cn > 1) kg_cluster_sync(); /* the other block's barriers are initialised */
+    const int first = stages < k_tiles ? stages : k_tiles;
+    kg_gemm_tma_first(g, smem, smem_b, full, m0, n0, 0, first, bm, bn, cn, rank, n_mma);
     float d[128];
     if (threadIdx.x >= n_mma) {
-        if (threadIdx.x == n_mma) /* the producer */
+        if (threadIdx.x == n_mma) /* the producer: the stages after the first */
 #pragma unroll 1
-            for (int kt = 0; kt < k_tiles; kt++) {
+            for (int kt = first; kt < k_tiles; kt++) {
                 const int s = kt % stages;
-                if (kt >= stages) kg_mbar_wait(empty + 8 * s, (unsigned)(kt / stages - 1) & 1u);
+                kg_mbar_wait(empty + 8 * s, (unsigned)(kt / stages - 1) & 1u);
                 kg_gemm_tma_issue(g, smem + s * a_bytes, smem_b + s * b_bytes, full + 8 * s, m0, n0, kt, bm, bn, cn,
                                   rank);
             }
