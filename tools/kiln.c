@@ -200,6 +200,8 @@ static const char compile_help[] =
     "  KILN_GEMM_CLUSTERS=1   let the cost model put GEMM tiles in clusters of two blocks\n"
     "                         that share A (Hopper; without it only --tune picks them:\n"
     "                         they measured slower on an H100, about even on an H200)\n"
+    "  KILN_TUNE_LOG=FILE     --tune / kiln tune: append every candidate's time to FILE\n"
+    "                         (key, candidate, us, what it is; for fitting cost models)\n"
     "  KILN_GEMM_PRE_STAGES=N k-tiles of a weight a TMA product copies before it waits for\n"
     "                         the kernel before (kernels and waves schedules; default 2)\n"
     "  KILN_SHARE_CODE=0      mono schedules: every group its own code, instead of one\n"

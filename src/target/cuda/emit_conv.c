@@ -17,9 +17,10 @@
  * few at a time; a tile is its k-tiles in sequence, each costing the
  * largest of its issue time (gathers at ~14 instructions an element, MMAs
  * or FMAs), its operand traffic and the memory latency over the stages in
- * flight, plus a fixed latency and the epilogue. Its constants were fitted
- * to every candidate's time on ResNet-50's convolutions at batch 1 on an
- * H100, where it picks within ~15% of the best candidate in total: small
+ * flight, plus a fixed latency and the epilogue. Its constants were first
+ * fitted to every candidate's time on ResNet-50's convolutions at batch 1
+ * on an H100, where it picked within ~15% of the best candidate in total;
+ * kg_conv_tc's were fitted again to the tuner's times (tc_consts): small
  * tiles with several k-slices for the late layers (M = 49 pixels at 7x7,
  * so that the 132 SMs all stream weights), larger ones early. With a
  * wanted block size (cg_emitter.want_block) only the configurations of
@@ -306,6 +307,28 @@ static int64_t pow2_at_least(int64_t v)
 /* A tile dim worth offering: no larger than the problem's rounded up. */
 static bool tile_fits(int tile, int64_t dim) { return tile <= 16 || tile <= pow2_at_least(dim); }
 
+/* The cost model's constants, per template (clock cycles, bytes). */
+typedef struct cost_consts {
+    double latency;        /* of an asynchronous copy stage, and a tile's fixed cost */
+    double gather_latency; /* of a stage of gathered elements (loads into registers) */
+    double bytes_per_clk;  /* operand traffic an SM takes */
+    double warp_issue;     /* instructions a warp issues per k-tile besides gathers */
+    double epi;            /* epilogue cycles per output element a thread stores */
+} cost_consts;
+
+/* kg_conv_tc: fitted on an H100 to the tuner's times of the first 12
+ * candidates of each of the 71 convolutions of ResNet-50 and GoogLeNet at
+ * batch 1 (bench: KILN_TUNE_LOG): the picks sum to 807 us against 856 with
+ * the constants before (those of kg_conv_simt) and 746 for the best of
+ * each; ResNet-50 and GoogLeNet's halves of the set gain alike. Gathered
+ * elements wait longer than cp.async stages, so more of them in flight
+ * (DA) pay; split-K pays on late layers. */
+static const cost_consts tc_consts = {.latency = 200.0, .gather_latency = 680.0, .bytes_per_clk = 40.0,
+                                      .warp_issue = 110.0, .epi = 28.0};
+/* kg_conv_simt: the first fit's constants (above), which both templates had. */
+static const cost_consts simt_consts = {.latency = 300.0, .gather_latency = 300.0, .bytes_per_clk = 64.0,
+                                        .warp_issue = 40.0, .epi = 100.0};
+
 /* What the cost model needs of a configuration. */
 typedef struct tile_shape {
     int bm, bn, bk, threads, smem, regs;
@@ -314,6 +337,8 @@ typedef struct tile_shape {
     double flop_per_clk; /* the SM's multiply-add rate, in flops */
     double elem_bytes;
     double gather_instr; /* instructions per gathered element */
+    bool gathered;       /* the stages in flight are gathers (else cp.async copies) */
+    const cost_consts *k;
 } tile_shape;
 
 /* Estimated clock cycles of a launch. Each SM runs its share of the tiles,
@@ -324,7 +349,7 @@ typedef struct tile_shape {
  * the epilogue's latencies. */
 static double launch_cost(const cg_gpu *gpu, const gemm_dims *d, const tile_shape *s)
 {
-    const double latency = 300.0, bytes_per_clk = 64.0;
+    const double latency = s->k->latency, bytes_per_clk = s->k->bytes_per_clk;
     int64_t n_kt = ceil_div(ceil_div(d->k, s->bk), s->splits);
     int64_t tiles = ceil_div(d->m, s->bm) * ceil_div(d->n, s->bn) * d->groups * s->splits;
     int sms = gpu->n_sms > 0 ? gpu->n_sms : 1;
@@ -337,12 +362,13 @@ static double launch_cost(const cg_gpu *gpu, const gemm_dims *d, const tile_shap
     double warps = s->threads / 32.0;
     double gather = (double)s->bm * s->bk / 32.0 * s->gather_instr;
     double math = 2.0 * s->bm * s->bn * s->bk / s->flop_per_clk;
-    double issue = (double)res * (gather / 4.0 + 40.0 * warps / 4.0);
+    double issue = (double)res * (gather / 4.0 + s->k->warp_issue * warps / 4.0);
     double busy = (double)res * math > issue ? (double)res * math : issue;
     double traffic = (double)res * (s->bm + s->bn) * s->bk * s->elem_bytes / bytes_per_clk;
     double step = busy > traffic ? busy : traffic;
-    if (latency / s->in_flight > step) step = latency / s->in_flight;
-    double tile = (double)n_kt * step + latency + (double)s->bm * s->bn / s->threads * 100.0;
+    const double wait = s->gathered ? s->k->gather_latency : latency;
+    if (wait / s->in_flight > step) step = wait / s->in_flight;
+    double tile = (double)n_kt * step + latency + (double)s->bm * s->bn / s->threads * s->k->epi;
     /* split-K: the partial tiles' round trip through L2, the fence and the
      * counter before the last split's epilogue (a guess, as in emit_gemm.c) */
     double fixup = s->splits > 1 ? 7.0 * latency + (double)s->bm * s->bn / s->threads * 50.0 * s->splits : 0.0;
@@ -354,7 +380,7 @@ static double tc_cost(const cg_gpu *gpu, const gemm_dims *d, const tc_cfg *c, co
     tile_shape s = {.bm = c->bm, .bn = c->bn, .bk = c->bk, .threads = tc_threads(c), .smem = tc_smem(c), .splits = sk,
                     .regs = 48 + c->wm * c->wn / 32 + 8 * da * loader_chunks(c->bm, c->bk / 8, tc_threads(c)),
                     .in_flight = o->a_async ? c->st - 1 : da, .flop_per_clk = 1024.0, .elem_bytes = 2.0,
-                    .gather_instr = o->a_async ? 1.0 : 14.0};
+                    .gather_instr = o->a_async ? 1.0 : 16.0, .gathered = !o->a_async, .k = &tc_consts};
     if (s.regs > 255) s.regs = 255;
     return launch_cost(gpu, d, &s);
 }
@@ -364,7 +390,7 @@ static double simt_cost(const cg_gpu *gpu, const gemm_dims *d, const simt_cfg *c
     tile_shape s = {.bm = c->bm, .bn = c->bn, .bk = c->bk, .threads = simt_threads(c), .smem = simt_smem(c),
                     .regs = 48 + c->tm * c->tn + c->tm + c->tn + da * simt_elems(c), .in_flight = da, .splits = 1,
                     .flop_per_clk = 256.0,
-                    .elem_bytes = 4.0, .gather_instr = 14.0};
+                    .elem_bytes = 4.0, .gather_instr = 14.0, .gathered = true, .k = &simt_consts};
     return launch_cost(gpu, d, &s);
 }
 

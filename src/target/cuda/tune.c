@@ -720,6 +720,29 @@ static int measure_all(cg_tuner *t, const cg_emitter *e, const sched_group *grp,
     return best;
 }
 
+/* With KILN_TUNE_LOG=FILE, every candidate's time (us, -1 when it did not
+ * run) is appended to FILE, a line each, tab-separated: key, candidate,
+ * time, and the line of its rOperator's code that says what it is
+ * (emit_conv.c's "implicit GEMM ..." comment, emit_gemm.c's summary): the
+ * data emit_conv.c's tc_consts were fitted to. */
+static void log_cands(const char *key, const tune_cand *cands, int n)
+{
+    const char *path = getenv("KILN_TUNE_LOG");
+    FILE *f = path && *path ? fopen(path, "a") : NULL;
+    if (!f) return;
+    for (int i = 0; i < n; i++) {
+        const char *src = cands[i].src ? cands[i].src : "", *op = strstr(src, "#define KG_SITE_");
+        const char *what = op ? strstr(op, "implicit GEMM") : NULL;
+        if (op && !what) what = strstr(op, " * kg_gemm");
+        int len = 0;
+        if (what)
+            while (what[len] && what[len] != '\n' && len < 400) len++;
+        fprintf(f, "%s\t%d\t%.3f\t%.*s\n", key, i, cands[i].ok && cands[i].ran ? cands[i].us : -1.0, len,
+                what ? what : "");
+    }
+    fclose(f);
+}
+
 /* Tunes one key on the device: -1 when no candidate could be measured. */
 static int tune_key(cg_tuner *t, cg_emitter *e, const sched_group *grp, const char *key, int n_cands, int heuristic,
                     cg_emit_cand_fn emit_cand)
@@ -742,6 +765,7 @@ static int tune_key(cg_tuner *t, cg_emitter *e, const sched_group *grp, const ch
     for (int i = 0; i < n_cands; i++) make_source(e, grp, key, i, n_cands, emit_cand, &cands[i]);
     compile_all(e, cands, n_cands);
     int best = measure_all(t, e, grp, key, cands, n_cands);
+    log_cands(key, cands, n_cands);
     int n_ran = 0, n_notes = 0, n_skipped = 0;
     for (int i = 0; i < n_cands; i++) {
         n_ran += cands[i].ran && cands[i].ok;
