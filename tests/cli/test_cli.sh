@@ -532,6 +532,63 @@ PY
         --schedule waves:128x1
     expect cuda_unknown_schedule_lists_waves 1 "(kernels, waves, mono, mono-barriers or mono-unmerged)" -- \
         "$kiln" inspect "$tmp/branches.onnx" --schedule wavefront
+
+    # bench/conv_cost_fit.py ranks kg_conv_tc's candidates as emit_conv.c does
+    # (the constants it fits go back into tc_consts): on a chain of
+    # ResNet-like convolutions (3x3 gathered, 1x1 pointwise, strided, late
+    # 7x7 layers that split K) its first pick must be the listing's
+    python3 - "$tmp/convs.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+# (out channels, kernel, stride) after a 64 x 56 x 56 input
+layers = [(64, 3, 1), (256, 1, 1), (128, 1, 1), (128, 3, 2), (512, 1, 1), (256, 1, 1), (256, 3, 2), (1024, 1, 1),
+          (512, 3, 2), (512, 3, 1), (2048, 1, 1), (512, 1, 1)]
+nodes, inits, c, x = [], [], 64, "x"
+for i, (k, r, s) in enumerate(layers):
+    w = numpy_helper.from_array((rng.standard_normal((k, c, r, r)) * 0.05).astype(np.float32), "w%d" % i)
+    inits.append(w)
+    nodes.append(helper.make_node("Conv", [x, "w%d" % i], ["c%d" % i], kernel_shape=[r, r], strides=[s, s],
+                                  pads=[r // 2] * 4))
+    nodes.append(helper.make_node("Relu", ["c%d" % i], ["r%d" % i]))
+    c, x = k, "r%d" % i
+g = helper.make_graph(nodes, "convs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 56, 56])],
+                      [helper.make_tensor_value_info(x, TensorProto.FLOAT, None)], inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    "$kiln" inspect "$tmp/convs.onnx" --schedule kernels --precision fp16 >"$tmp/convs.txt" 2>&1
+    expect conv_cost_fit_in_step 0 "12 of 12 picks as emit_conv.c" -- python3 - "$tmp/convs.onnx" "$tmp/convs.txt" \
+        "$(dirname "$0")/../../bench/conv_cost_fit.py" <<'PY'
+import importlib.util
+import re
+import sys
+import onnx
+spec = importlib.util.spec_from_file_location("fit", sys.argv[3])
+fit = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fit)
+m = onnx.load(sys.argv[1])
+picks = re.findall(r"\[kg_conv_tc (\d+)x(\d+)x(\d+), warp (\d+)x(\d+), (\d+) k-slices, (\d+) stages, (\d+) splits\]",
+                   open(sys.argv[2]).read())
+c, h, w, same = 64, 56, 56, 0
+for node, got in zip([n for n in m.graph.node if n.op_type == "Conv"], picks):
+    a = {x.name: list(x.ints) for x in node.attribute}
+    r, s = a["kernel_shape"][0], a["strides"][0]
+    k = [i for i in m.graph.initializer if i.name == node.input[1]][0].dims[0]
+    oh, ow = (h + 2 * (r // 2) - r) // s + 1, (w + 2 * (r // 2) - r) // s + 1
+    # emit_conv.c tc_operands_of: 1x1, stride 1, x stored as the MMA type (every x here but the input's)
+    pointwise = r == 1 and s == 1 and node.input[0] != "x" and (oh * ow) % 2 == 0
+    kdim = c * r * r
+    top = fit.ranked(fit.CURRENT, oh * ow, k, kdim, pointwise, kdim % 8 == 0)[0]
+    want = tuple(top[1]) + (top[3],)
+    got = tuple(int(v) for v in got)
+    same += want == got
+    if want != got:
+        print("conv %s: emit_conv.c picks %s, conv_cost_fit.py %s" % (node.name or node.output[0], got, want))
+    c, h, w = k, oh, ow
+print("%d of %d picks as emit_conv.c" % (same, len(picks)))
+PY
 fi
 
 echo "cli: $passed passed, $failed failed"
