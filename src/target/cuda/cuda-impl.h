@@ -47,13 +47,20 @@ typedef struct cg_op {
     char config[96];   /* the template configuration chosen, for listings ("" when there is no choice) */
 } cg_op;
 
+/* The third parameter of a cg_op.prewait rOperator's op_<id>. */
+#define CG_PRE_PARAM ", int grid_dep"
+
+/* What a call of op's op_<id> passes after (c, t): nothing, or for a
+ * cg_op.prewait one its grid_dep. */
+static inline const char *cg_pre_arg(const cg_op *op, bool grid_dep)
+{
+    return !op->prewait ? "" : grid_dep ? ", 1" : ", 0";
+}
+
 /* The threads a block runs op's rTasks in, inside a kernel whose blocks
  * have `wide` threads (0: a kernel of op's own): wide for a narrow op of
  * fewer threads (its rTasks on the first op->block of them, the rest
  * skipping them), else op's own. */
-/* The third parameter of a cg_op.prewait rOperator's op_<id>. */
-#define CG_PRE_PARAM ", int grid_dep"
-
 static inline int cg_block_in(const cg_op *op, int wide)
 {
     return op->narrow && op->block < wide ? wide : op->block;

@@ -795,7 +795,7 @@ static void member_call(base_str *s, const batch *b, const waits *w, int k, int6
     char t[48] = "t";
     if (first) snprintf(t, sizeof(t), "t - %lld", (long long)first);
     char args[64];
-    snprintf(args, sizeof(args), "%s%s", t, !m->op.prewait ? "" : grid_dep ? ", 1" : ", 0");
+    snprintf(args, sizeof(args), "%s%s", t, cg_pre_arg(&m->op, grid_dep));
     /* a narrow rOperator's rTask: the block's other threads exit it early,
      * then the whole block meets (kg_signal does where there are waits) */
     char guard[48] = "";

@@ -15,7 +15,7 @@
  * cost model; cg_tune_choose times the first MAX_CANDS when tuning, else
  * the first is used. The model: each SM runs its share of the tiles, a
  * few at a time; a tile is its k-tiles in sequence, each costing the
- * largest of its issue time (gathers at ~14 instructions an element, MMAs
+ * largest of its issue time (gathers at 14-16 instructions an element, MMAs
  * or FMAs), its operand traffic and the memory latency over the stages in
  * flight, plus a fixed latency and the epilogue. Its constants were first
  * fitted to every candidate's time on ResNet-50's convolutions at batch 1

@@ -414,10 +414,10 @@ static void make_source(cg_emitter *e, const sched_group *grp, const char *key, 
                             "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) {\n"
                             "        if (threadIdx.x < %du) op_%d(c, %s%s);\n"
                             "        __syncthreads();\n    }\n}\n\n%s",
-                            n * share, op->block, grp->id, task, op->prewait ? ", 0" : "", tune_kernels);
+                            n * share, op->block, grp->id, task, cg_pre_arg(op, false), tune_kernels);
         else
             base_str_printf(&s, "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, %s%s);\n}\n\n%s",
-                            n * share, grp->id, task, op->prewait ? ", 0" : "", tune_kernels);
+                            n * share, grp->id, task, cg_pre_arg(op, false), tune_kernels);
         c->op.n_rtasks *= share;
         cg_tmaps_define(e, &s);
         if (s.oom) st = base_diag_add(&cd, KILN_ERR_OOM, "out of memory emitting it");
