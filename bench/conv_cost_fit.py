@@ -133,7 +133,7 @@ def load(path):
         if not key.startswith("conv tc") or not m or float(us) <= 0:
             continue
         g = [int(x) for x in m.groups()[:10]]
-        a_async = "pointwise" in m.group(11)
+        a_async = "pointwise" in m.group(11) or "NHWC activations" in m.group(11)  # A by cp.async
         da = 1 if a_async else int(re.search(r"(\d+) stage", m.group(11)).group(1))
         convs[key][(tuple(g[3:10]), da, int(m.group(12)))] = float(us)
         convs[key]["dims"] = (g[0], g[1], g[2], a_async)

@@ -204,6 +204,8 @@ static const char compile_help[] =
     "                         (key, candidate, us, what it is; for fitting cost models)\n"
     "  KILN_GEMM_PRE_STAGES=N k-tiles of a weight a TMA product copies before it waits for\n"
     "                         the kernel before (kernels and waves schedules; default 2)\n"
+    "  KILN_CONV_NHWC=0       every activation NCHW, instead of NHWC between tensor-core\n"
+    "                         convolutions (16-byte copies of 8 channels of a tap)\n"
     "  KILN_SHARE_CODE=0      mono schedules: every group its own code, instead of one\n"
     "                         body for groups that differ only in where their tensors are\n"
     "  KILN_MONO_ILP=0        mono schedules: one element (or row) a thread in memory-bound\n"

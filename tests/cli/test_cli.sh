@@ -569,7 +569,7 @@ spec = importlib.util.spec_from_file_location("fit", sys.argv[3])
 fit = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(fit)
 m = onnx.load(sys.argv[1])
-picks = re.findall(r"\[kg_conv_tc (\d+)x(\d+)x(\d+), warp (\d+)x(\d+), (\d+) k-slices, (\d+) stages, (\d+) splits\]",
+picks = re.findall(r"\[kg_conv_tc (\d+)x(\d+)x(\d+), warp (\d+)x(\d+), (\d+) k-slices, (\d+) stages, (\d+) splits[^]]*\]",
                    open(sys.argv[2]).read())
 c, h, w, same = 64, 56, 56, 0
 for node, got in zip([n for n in m.graph.node if n.op_type == "Conv"], picks):
@@ -577,8 +577,10 @@ for node, got in zip([n for n in m.graph.node if n.op_type == "Conv"], picks):
     r, s = a["kernel_shape"][0], a["strides"][0]
     k = [i for i in m.graph.initializer if i.name == node.input[1]][0].dims[0]
     oh, ow = (h + 2 * (r // 2) - r) // s + 1, (w + 2 * (r // 2) - r) // s + 1
-    # emit_conv.c tc_operands_of: 1x1, stride 1, x stored as the MMA type (every x here but the input's)
+    # emit_conv.c tc_operands_of: 1x1, stride 1, x stored as the MMA type (every x here but the input's),
+    # or x NHWC (cg_plan_conv_layouts: every x here but the input's, all channel counts multiples of 8)
     pointwise = r == 1 and s == 1 and node.input[0] != "x" and (oh * ow) % 2 == 0
+    pointwise = pointwise or (node.input[0] != "x" and c % 8 == 0)
     kdim = c * r * r
     top = fit.ranked(fit.CURRENT, oh * ow, k, kdim, pointwise, kdim % 8 == 0)[0]
     want = tuple(top[1]) + (top[3],)
@@ -589,6 +591,14 @@ for node, got in zip([n for n in m.graph.node if n.op_type == "Conv"], picks):
     c, h, w = k, oh, ow
 print("%d of %d picks as emit_conv.c" % (same, len(picks)))
 PY
+    # the values between those convolutions are stored NHWC (emit_conv.c
+    # cg_plan_conv_layouts); the graph's input and output stay NCHW
+    nhwc_count='import sys; t = open(sys.argv[1]).read()
+print("%d out, %d in and out, %d in, %d NHWC" % (t.count("NHWC out]"), t.count("NHWC in and out]"),
+      t.count("NHWC in]"), t.count("NHWC")))'
+    expect cuda_conv_nhwc_between_convs 0 "1 out, 10 in and out, 1 in" -- python3 -c "$nhwc_count" "$tmp/convs.txt"
+    KILN_CONV_NHWC=0 "$kiln" inspect "$tmp/convs.onnx" --schedule kernels --precision fp16 >"$tmp/convs0.txt" 2>&1
+    expect cuda_conv_nhwc_off 0 ", 0 NHWC" -- python3 -c "$nhwc_count" "$tmp/convs0.txt"
 fi
 
 echo "cli: $passed passed, $failed failed"

@@ -937,6 +937,49 @@ static void b_conv_chain(tc *c)
     tc_out(c, "s1");
 }
 
+/* Convolutions reading convolutions with channels in multiples of 8, which
+ * the cuda target stores NHWC between them (emit_conv.c
+ * cg_plan_conv_layouts): r1 (a pointwise Conv + Relu) is read by two
+ * convolutions of drawn geometry, one of them grouped on variant 2, and
+ * r2 by a pointwise one; on odd variants r2's producer adds an NCHW
+ * residual as it writes r2. K2 is not always a multiple of 8 (then r2
+ * stays NCHW). */
+static void b_conv_nhwc(tc *c)
+{
+    conv_geo g;
+    conv_draw(c, 0, &g);
+    int64_t c0 = rdim(c, 1, 12);
+    g.group = c->variant == 2 ? 2 : 1;
+    g.C = 8 * g.group * rint_(c, 1, c->variant == 3 ? 4 : 2);
+    g.K = rint_(c, 0, 2) ? 8 * rint_(c, 1, 3) : rint_(c, 1, 20);
+    g.K = (g.K + g.group - 1) / g.group * g.group;
+    tc_input(c, "x", KILN_F32, 4, (int64_t[]){g.N, c0, g.H, g.W}, G_NORMAL);
+    tc_const(c, "w1", KILN_F32, 4, (int64_t[]){g.C, c0, 1, 1}, G_UNIT);
+    tc_const(c, "b1", KILN_F32, 1, &g.C, G_UNIT);
+    tc_node(c, "Conv", "x,w1,b1", "c1");
+    tc_node(c, "Relu", "c1", "r1");
+    tc_const(c, "w", KILN_F32, 4, (int64_t[]){g.K, g.C / g.group, g.R, g.S}, G_UNIT);
+    tc_const(c, "b", KILN_F32, 1, &g.K, G_UNIT);
+    conv_node(c, &g, "r1", "b", "c2");
+    if (c->variant & 1) {
+        tc_input(c, "res", KILN_F32, 4, (int64_t[]){g.N, g.K, g.OH, g.OW}, G_NORMAL);
+        tc_node(c, "Add", "c2,res", "s2");
+        tc_node(c, "Relu", "s2", "r2");
+    } else {
+        tc_node(c, "Relu", "c2", "r2");
+    }
+    int64_t k3 = rdim(c, 1, 12), k4 = rdim(c, 1, 12);
+    tc_const(c, "w3", KILN_F32, 4, (int64_t[]){k3, g.K, 1, 1}, G_UNIT);
+    tc_node(c, "Conv", "r2,w3", "y");
+    tc_const(c, "w4", KILN_F32, 4, (int64_t[]){k4, g.C, 3, 3}, G_UNIT);
+    Onnx__NodeProto *n4 = tc_node(c, "Conv", "r1,w4", "z");
+    ais(c, n4, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    if (c->variant == 3) ais(c, n4, "strides", 2, (int64_t[]){2, 2});
+    tc_note(c, "C0=%lld C=%lld K3=%lld K4=%lld", (long long)c0, (long long)g.C, (long long)k3, (long long)k4);
+    tc_out(c, "y");
+    tc_out(c, "z");
+}
+
 /* MatMul shapes: 0 2-D, 1 batched A with 2-D B, 2 batched both, 3 large 2-D. */
 static void matmul_shapes(tc *c, int *ra, int64_t *da, int *rb, int64_t *db, int64_t *n_out)
 {
@@ -2884,6 +2927,7 @@ static const op_case case_table[] = {
     CASE("Conv+Add(residual)+act", b_conv_residual),
     CASE("Conv+act", b_conv_act),
     CASE("Conv/chain", b_conv_chain),
+    CASE("Conv/nhwc_chain", b_conv_nhwc),
     CASE("MatMul", b_matmul),
     CASE("MatMul/const_B", b_matmul_const),
     CASE("MatMul/long_K", b_matmul_long_k),

@@ -86,6 +86,8 @@ typedef struct cg_emitter {
     kiln_gprec prec;
     kiln_dtype *store;       /* per value id of g: the dtype its bytes hold at run time */
     bool *kmajor;            /* per value id: a [k, n] weight stored transposed, as [n, k] (emit.c) */
+    bool *nhwc;              /* per value id: an activation stored NHWC (cg_plan_conv_layouts) */
+    bool *ohwi;              /* per value id: a conv weight stored [Cout][KH][KW][Cin/group] (same) */
     base_str code;           /* the rOperators and kernels, in group order */
     cg_gpu gpu;
     cg_tuner *tuner;         /* NULL: choose by heuristics only */
@@ -213,6 +215,10 @@ bool cg_can_move(const ir_node *n);       /* Transpose, Concat, Slice, Gather, R
 /* ---- the emitters: each appends op_<grp->id> to e->code and fills *op ------------- */
 
 kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op);
+/* Which activations are stored NHWC (and their readers' weights reordered):
+ * those only tensor-core convolutions write and read (emit_conv.c);
+ * KILN_CONV_NHWC=0: none. */
+kiln_status cg_plan_conv_layouts(cg_emitter *e);
 kiln_status cg_emit_gemm(cg_emitter *e, const sched_group *grp, cg_op *op);
 kiln_status cg_emit_pool(cg_emitter *e, const sched_group *grp, cg_op *op);
 kiln_status cg_emit_rows(cg_emitter *e, const sched_group *grp, cg_op *op);

@@ -341,12 +341,13 @@ static uint16_t stored16(const uint8_t *src, int64_t k, kiln_dtype from, kiln_dt
     return to == KILN_F16 ? base_f32_to_f16(f) : base_f32_to_bf16(f);
 }
 
-/* The weights blob with 16-bit constants where cg_store says so, and the
- * weights plan_kmajor_weights picked transposed. */
+/* The weights blob with 16-bit constants where cg_store says so, the
+ * weights plan_kmajor_weights picked transposed, and the convolution
+ * weights cg_plan_conv_layouts picked reordered to [Cout][KH][KW][Cin/group]. */
 static kiln_status convert_weights(cg_emitter *e, target_output *out)
 {
     bool any = false;
-    for (int i = 0; i < e->g->n_values && !any; i++) any = e->kmajor[i];
+    for (int i = 0; i < e->g->n_values && !any; i++) any = e->kmajor[i] || e->ohwi[i];
     if ((e->prec == KILN_GPREC_FP32 && !any) || !e->o->weights || e->p->weight_bytes == 0) return KILN_OK;
     uint8_t *w = base_malloc(e->p->weight_bytes);
     if (!w)
@@ -355,7 +356,8 @@ static kiln_status convert_weights(cg_emitter *e, target_output *out)
     memcpy(w, e->o->weights, e->p->weight_bytes);
     for (int i = 0; i < e->g->n_values; i++) {
         const ir_value *v = e->g->values[i];
-        if (e->p->place[i].loc != SCHED_LOC_WEIGHTS || (e->store[i] == v->t.dtype && !e->kmajor[i])) continue;
+        if (e->p->place[i].loc != SCHED_LOC_WEIGHTS || (e->store[i] == v->t.dtype && !e->kmajor[i] && !e->ohwi[i]))
+            continue;
         const uint8_t *src = (const uint8_t *)e->o->weights + e->p->place[i].offset;
         uint16_t *dst = (uint16_t *)(w + e->p->place[i].offset);
         int64_t n = ir_numel(&v->t);
@@ -365,6 +367,13 @@ static kiln_status convert_weights(cg_emitter *e, target_output *out)
             for (int64_t r = 0; r < rows; r++)
                 for (int64_t c = 0; c < cols; c++)
                     dst[c * rows + r] = stored16(src, r * cols + c, v->t.dtype, e->store[i]);
+        } else if (e->ohwi[i]) {
+            /* [Cout][Cin][KH][KW] becomes [Cout][KH][KW][Cin] */
+            int64_t co = v->t.dims[0], ci = v->t.dims[1], taps = v->t.dims[2] * v->t.dims[3];
+            for (int64_t o = 0; o < co; o++)
+                for (int64_t c = 0; c < ci; c++)
+                    for (int64_t t = 0; t < taps; t++)
+                        dst[(o * taps + t) * ci + c] = stored16(src, (o * ci + c) * taps + t, v->t.dtype, e->store[i]);
         } else {
             for (int64_t k = 0; k < n; k++) dst[k] = stored16(src, k, v->t.dtype, e->store[i]);
         }
@@ -1366,6 +1375,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     find_gpu(&e.gpu);
     if (st == KILN_OK) st = plan_storage(&e);
     if (st == KILN_OK) st = plan_kmajor_weights(&e);
+    if (st == KILN_OK) st = cg_plan_conv_layouts(&e);
     if (st == KILN_OK) st = convert_weights(&e, out);
     if (st == KILN_OK) st = plan_gemm_share(&e);
     /* with --tune, what the database lacks is measured; without, a GPU's
@@ -1468,6 +1478,8 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     if (e.tuner) cg_tuner_close(e.tuner);
     base_free(e.store);
     base_free(e.kmajor);
+    base_free(e.nhwc);
+    base_free(e.ohwi);
     base_free(e.gemm_share);
     base_free(e.tmaps);
     base_free(pr.launches);

@@ -26,16 +26,21 @@
  * wanted block size (cg_emitter.want_block) only the configurations of
  * that many threads are offered, when any fit.
  *
- * Layout (Bolt 3.2.3). Activations stay NCHW as planned and weights in the
- * ONNX layout: the templates gather the im2col tile themselves, except for
+ * Layout (Bolt 3.2.3). Activations are NCHW and weights in the ONNX layout,
+ * and the templates gather the im2col tile element by element, except for
  * pointwise convolutions, whose activations are a plain matrix and go by
- * cp.async (kg_conv.cuh). Bolt's NHWC with channels padded to 8 would give
- * every convolution 16-byte activation loads; it needs a layout per value
- * in the plan, not done.
+ * cp.async (kg_conv.cuh), and for values cg_plan_conv_layouts stores NHWC:
+ * one tensor-core convolution writes them and only tensor-core
+ * convolutions read them (ResNet's 3x3 convolutions read what a 1x1 one
+ * wrote), so the layout never leaves the conv templates. Their readers'
+ * activations go by 16-byte cp.async too, 8 channels of one tap at a time,
+ * and their weights are stored [Cout][KH][KW][Cin/group] so that K runs
+ * (kh, kw, cin) on both sides.
  */
 #include "target/cuda/cuda-impl.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 
@@ -99,6 +104,8 @@ static void pool_geometry(const ir_node *n, conv_geom *g)
 }
 
 static bool is_depthwise(const conv_geom *g) { return g->groups > 1 && g->groups == g->c && g->groups == g->k; }
+
+static bool is_nhwc(const cg_emitter *e, const ir_value *v) { return e->nhwc && v && e->nhwc[v->id]; }
 
 /* ---- what compiles ---------------------------------------------------------------------- */
 
@@ -513,7 +520,7 @@ static tc_operands tc_operands_of(const cg_emitter *e, const ir_node *n, const c
     int64_t hw = g->h * g->w;
     bool pointwise = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
                      g->oh == g->h && g->ow == g->w && cg_store(e, n->in[0]) == cg_store(e, n->in[1]) && hw % 2 == 0;
-    return (tc_operands){.a_async = pointwise, .b_async = d.k % 8 == 0};
+    return (tc_operands){.a_async = pointwise || is_nhwc(e, n->in[0]), .b_async = d.k % 8 == 0};
 }
 
 /* Appends the const kg_conv of the group: geometry, dtypes, epilogue, pointers. */
@@ -541,6 +548,7 @@ static kiln_status emit_conv_params(cg_emitter *e, const sched_group *grp, const
                     "                       %lld, %lld, /* kernel */\n"
                     "                       %lld, %lld, %lld, %lld, %lld, %lld, /* strides, pads, dilations */\n"
                     "                       %lld, /* groups */\n"
+                    "                       %s, %s, /* layouts of x y */\n"
                     "                       %s, %s, %s, %s, %s, /* storage of x w y bias res */\n"
                     "                       %s, %s, %s, /* activation, alpha, beta */\n"
                     "                       %s, /* x */\n"
@@ -551,7 +559,8 @@ static kiln_status emit_conv_params(cg_emitter *e, const sched_group *grp, const
                     (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w, (long long)g->k,
                     (long long)g->oh, (long long)g->ow, (long long)g->kh, (long long)g->kw, (long long)g->sh,
                     (long long)g->sw, (long long)g->ph, (long long)g->pw, (long long)g->dh, (long long)g->dw,
-                    (long long)g->groups, xt, wt, yt, bt, rt, cg_act_name(ep.act), cg_float_lit(ep.alpha, fa, sizeof(fa)),
+                    (long long)g->groups, is_nhwc(e, n->in[0]) ? "KG_CONV_NHWC" : "KG_CONV_NCHW",
+                    is_nhwc(e, y) ? "KG_CONV_NHWC" : "KG_CONV_NCHW", xt, wt, yt, bt, rt, cg_act_name(ep.act), cg_float_lit(ep.alpha, fa, sizeof(fa)),
                     cg_float_lit(ep.beta, fb, sizeof(fb)), cg_ptr(e, n->in[0], px, sizeof(px)),
                     cg_ptr(e, n->in[1], pw, sizeof(pw)), ep.bias ? cg_ptr(e, ep.bias, pb, sizeof(pb)) : "0",
                     ep.residual ? cg_ptr(e, ep.residual, pr, sizeof(pr)) : "0", cg_ptr(e, y, py, sizeof(py)));
@@ -585,6 +594,11 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
     base_str body;
     base_str_init(&body);
     kiln_status st = emit_conv_params(e, grp, &g, &body);
+    if (st == KILN_OK && kind != CONV_TC && (is_nhwc(e, n->in[0]) || is_nhwc(e, grp->nodes[grp->n_nodes - 1]->out[0]))) {
+        char lb[256];
+        st = base_diag_add(e->d, KILN_ERR_INTERNAL, "%s: an NHWC value planned for a convolution not on tensor cores",
+                           ir_node_label(n, lb, sizeof(lb)));
+    }
     if (st == KILN_OK && kind == CONV_DW) {
         int64_t total = g.n * g.k * g.oh * g.ow;
         int block = e->want_block ? e->want_block : 256; /* kg_conv_dw strides by blockDim.x */
@@ -606,9 +620,12 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
         if (kind == CONV_TC) {
             const tc_cfg *c = &tc_table[cl.idx[cand]];
             int da = cl.da[cand], sk = cl.sk[cand];
-            char ahead[64];
-            if (ops.a_async) snprintf(ahead, sizeof(ahead), "pointwise: activations by cp.async");
+            char ahead[96];
+            if (is_nhwc(e, n->in[0])) snprintf(ahead, sizeof(ahead), "NHWC activations by cp.async");
+            else if (ops.a_async) snprintf(ahead, sizeof(ahead), "pointwise: activations by cp.async");
             else snprintf(ahead, sizeof(ahead), "gathers %d stage%s ahead", da, da > 1 ? "s" : "");
+            if (is_nhwc(e, grp->nodes[grp->n_nodes - 1]->out[0]))
+                snprintf(ahead + strlen(ahead), sizeof(ahead) - strlen(ahead), ", output NHWC");
             snprintf(what, sizeof(what),
                      "implicit GEMM on tensor cores: M %lld x N %lld x K %lld, tile %dx%dx%d, warp %dx%d, "
                      "%d k-slices, %d stages, %s, %d split%s",
@@ -618,8 +635,10 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
                             c->wm, c->wn, c->ks, c->st, da, sk);
             tiles = ceil_div(d.m, c->bm) * ceil_div(d.n, c->bn) * d.groups * sk;
             *op = (cg_op){.n_rtasks = tiles, .block = tc_threads(c), .smem_bytes = tc_smem(c), .splitk = sk > 1};
-            snprintf(op->config, sizeof(op->config), "kg_conv_tc %dx%dx%d, warp %dx%d, %d k-slices, %d stages, %d splits",
-                     c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->st, sk);
+            bool xn = is_nhwc(e, n->in[0]), yn = is_nhwc(e, grp->nodes[grp->n_nodes - 1]->out[0]);
+            snprintf(op->config, sizeof(op->config), "kg_conv_tc %dx%dx%d, warp %dx%d, %d k-slices, %d stages, %d splits%s",
+                     c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->st, sk,
+                     xn && yn ? ", NHWC in and out" : xn ? ", NHWC in" : yn ? ", NHWC out" : "");
         } else {
             const simt_cfg *c = &simt_table[cl.idx[cand]];
             int da = cl.da[cand];
@@ -669,10 +688,10 @@ static void tune_key(const cg_emitter *e, const sched_group *grp, const conv_geo
     char block[32] = "";
     if (e->want_block) snprintf(block, sizeof(block), " block=%d", e->want_block);
     snprintf(buf, n,
-             "conv %s %s x=%s y=%s n=%lld c=%lld h=%lld w=%lld k=%lld kernel=%lldx%lld stride=%lldx%lld "
+             "conv %s %s x=%s%s y=%s%s n=%lld c=%lld h=%lld w=%lld k=%lld kernel=%lldx%lld stride=%lldx%lld "
              "pad=%lldx%lld dil=%lldx%lld group=%lld%s%s%s%s",
              tc ? "tc" : "simt", short_dtype(cg_store(e, nd->in[1])), short_dtype(cg_store(e, nd->in[0])),
-             short_dtype(cg_store(e, y)), (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w,
+             is_nhwc(e, nd->in[0]) ? ",nhwc" : "", short_dtype(cg_store(e, y)), is_nhwc(e, y) ? ",nhwc" : "", (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w,
              (long long)g->k, (long long)g->kh, (long long)g->kw, (long long)g->sh, (long long)g->sw, (long long)g->ph,
              (long long)g->pw, (long long)g->dh, (long long)g->dw, (long long)g->groups, ep.bias ? " +bias" : "",
              ep.residual ? " +res" : "", (unsigned)ep.act < PASS_ACT_COUNT ? acts[ep.act] : "", block);
@@ -748,4 +767,76 @@ kiln_status cg_emit_pool(cg_emitter *e, const sched_group *grp, cg_op *op)
                     cg_ptr(e, n->in[0], px, sizeof(px)), cg_ptr(e, n->out[0], py, sizeof(py)), items);
     *op = (cg_op){.n_rtasks = ceil_div(total, (int64_t)block * items), .block = block, .smem_bytes = 0};
     return e->code.oom ? KILN_ERR_OOM : KILN_OK;
+}
+
+/* ---- layouts ---------------------------------------------------------------------------- */
+
+/* A convolution kg_conv_tc computes, and when x may be NHWC: C/group a
+ * multiple of 8 (a 16-byte chunk is 8 channels of one tap) and a weight
+ * only it reads, stored in 16 bits among the weights, so it can be
+ * reordered. */
+static bool tc_conv(const cg_emitter *e, const ir_node *n, bool nhwc_x)
+{
+    if (!cg_can_conv(n) || n->in[0]->t.rank != 4) return false;
+    conv_geom g;
+    conv_geometry(n, &g);
+    if (kind_of(e, n, &g) != CONV_TC) return false;
+    if (!nhwc_x) return true;
+    const ir_value *w = n->in[1];
+    bool ok = (g.c / g.groups) % 8 == 0 && w->is_const && w->n_uses == 1 && w->graph == e->g &&
+              e->p->place[w->id].loc == SCHED_LOC_WEIGHTS && n->in[0] != w;
+    for (int i = 0; ok && i < e->g->n_outputs; i++) ok = e->g->outputs[i] != w;
+    return ok;
+}
+
+/* How many inputs of the group's nodes read v, and whether each is the
+ * x of its first node (a convolution). */
+static int uses_in_group(const sched_group *grp, const ir_value *v, bool *only_x)
+{
+    int uses = 0;
+    for (int k = 0; k < grp->n_nodes; k++)
+        for (int j = 0; j < grp->nodes[k]->n_in; j++)
+            if (grp->nodes[k]->in[j] == v) {
+                uses++;
+                if (k != 0 || j != 0) *only_x = false;
+            }
+    return uses;
+}
+
+kiln_status cg_plan_conv_layouts(cg_emitter *e)
+{
+    const ir_graph *g = e->g;
+    e->nhwc = base_calloc((size_t)g->n_values + 1, sizeof(bool));
+    e->ohwi = base_calloc((size_t)g->n_values + 1, sizeof(bool));
+    if (!e->nhwc || !e->ohwi) return base_diag_add(e->d, KILN_ERR_OOM, "out of memory planning activation layouts");
+    const char *env = getenv("KILN_CONV_NHWC");
+    if (env && strcmp(env, "0") == 0) return KILN_OK;
+    for (int s = 0; s < e->p->n_groups; s++) {
+        const sched_group *grp = e->p->groups[s];
+        if (grp->kind != SCHED_GROUP_CONV || !grp->n_nodes || grp->n_out != 1) continue;
+        const ir_value *y = grp->nodes[grp->n_nodes - 1]->out[0];
+        kiln_dtype st = cg_store(e, y);
+        bool ok = y && grp->out[0] == y && y->graph == g && y->t.rank == 4 && tc_conv(e, grp->nodes[0], false) &&
+                  e->p->place[y->id].loc == SCHED_LOC_ARENA && (st == KILN_F16 || st == KILN_BF16);
+        for (int i = 0; ok && i < g->n_outputs; i++) ok = g->outputs[i] != y;
+        /* every reader: the x of a tensor-core convolution group, nothing else */
+        int uses = 0;
+        for (int r = 0; ok && r < e->p->n_groups; r++) {
+            const sched_group *h = e->p->groups[r];
+            if (h == grp) continue;
+            bool only_x = true;
+            int u = uses_in_group(h, y, &only_x);
+            if (!u) continue;
+            ok = h->kind == SCHED_GROUP_CONV && u == 1 && only_x && tc_conv(e, h->nodes[0], true) &&
+                 cg_store(e, h->nodes[0]->in[1]) == st;
+            uses += u;
+        }
+        if (!ok || uses == 0 || uses != y->n_uses) continue;
+        e->nhwc[y->id] = true;
+        for (int r = 0; r < e->p->n_groups; r++) {
+            const sched_group *h = e->p->groups[r];
+            if (h != grp && h->kind == SCHED_GROUP_CONV && h->nodes[0]->in[0] == y) e->ohwi[h->nodes[0]->in[1]->id] = true;
+        }
+    }
+    return KILN_OK;
 }

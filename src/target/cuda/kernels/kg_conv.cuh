@@ -19,8 +19,10 @@
  * contiguous along K (16-byte cp.async when K % 8 == 0) and the im2col rows
  * of A are gathered on the fly, 16 bits at a time: the lanes of a warp take
  * consecutive pixels, so each gather instruction reads along W. These
- * scalar gathers bound the speed of every non-pointwise convolution (each
- * costs several L1 wavefronts); NHWC activations would make them vectors.
+ * scalar gathers bound the speed of a non-pointwise convolution (each
+ * costs several L1 wavefronts), except where x is NHWC (KG_CONV_NHWC,
+ * kg_conv_tc only): then K runs (kh, kw, cin) and A comes by 16-byte
+ * cp.async like the weights.
  * Out-of-image taps, K past the end and pixels past M read as zero. An
  * rTask is one BM x BN output tile of one group; its threads are
  * (BM/WM) x (BN/WN) warps times KS k-slices: slice s computes the k16 steps
@@ -47,6 +49,13 @@
 #define KG_CONV_F16 1
 #define KG_CONV_BF16 2
 
+/* Activation layouts. NHWC (Bolt 3.2.3): channels innermost, so 8 channels
+ * of one pixel are one 16-byte copy. With x NHWC the GEMM's K runs
+ * (kh, kw, cin) and the weights are stored [Cout][KH][KW][Cin/group]
+ * (emit.c plans both); the residual stays NCHW. */
+#define KG_CONV_NCHW 0
+#define KG_CONV_NHWC 1
+
 /* Epilogue activations: KG_ACT_* and kg_actf in kg_math.h, included before this file. */
 
 /* Register arrays at their largest (see the parameterisation above). */
@@ -67,6 +76,7 @@ typedef struct kg_conv {
     int kh, kw;                 /* kernel */
     int sh, sw, ph, pw, dh, dw; /* strides, leading pads, dilations */
     int groups;
+    int xl, yl;                 /* layouts of x and y: KG_CONV_NCHW or KG_CONV_NHWC (kg_conv_tc only) */
     int xt, wt, yt, bt, rt;     /* storage dtypes (KG_CONV_*) of x, w, y, bias, res */
     int act;
     float alpha, beta;          /* activation parameters */
@@ -198,7 +208,7 @@ static __device__ __forceinline__ void kg_conv_pixel(const kg_conv *p, int g, in
     if (m < p->n * ohw) {
         int img = m / ohw, pix = m - img * ohw;
         int oh = pix / p->ow, ow = pix - oh * p->ow;
-        *off = (img * p->c + g * cg) * p->h * p->w;
+        *off = p->xl == KG_CONV_NHWC ? img * p->h * p->w * p->c + g * cg : (img * p->c + g * cg) * p->h * p->w;
         *ih = oh * p->sh - p->ph;
         *iw = ow * p->sw - p->pw;
     } else {
@@ -221,7 +231,8 @@ static __device__ __forceinline__ bool kg_conv_tap(const kg_conv *p, int off, in
 /* The epilogue: ep holds ks partial tiles [ks][BN][ld] in fp32 (pixels
  * along rows); each thread sums them in slice order for its elements,
  * adds bias and residual, applies the activation and stores, consecutive
- * threads taking consecutive pixels. */
+ * threads taking consecutive pixels (NCHW y) or channels (NHWC y), so the
+ * stores are coalesced either way. */
 static __device__ __forceinline__ void kg_conv_epilogue(const kg_conv *p, const float *ep, int ld, int tm, int tn,
                                                         int g, const int BM, const int BN, const int KS,
                                                         const int threads)
@@ -230,16 +241,17 @@ static __device__ __forceinline__ void kg_conv_epilogue(const kg_conv *p, const 
 #pragma unroll
     for (int i = 0; i < (BM * BN + threads - 1) / threads; i++) {
         int idx = (int)threadIdx.x + i * threads;
-        int m = idx % BM, nn = idx / BM;
+        const bool nhwc = p->yl == KG_CONV_NHWC;
+        int m = nhwc ? idx / BN : idx % BM, nn = nhwc ? idx % BN : idx / BM;
         int gm = tm * BM + m, gn = tn * BN + nn;
-        if (nn < BN && gm < mdim && gn < kg) {
+        if (nn < BN && m < BM && gm < mdim && gn < kg) {
             float v = 0.0f;
 #pragma unroll
             for (int s = 0; s < KS; s++) v += ep[(s * BN + nn) * ld + m];
             int co = g * kg + gn, img = gm / ohw, pix = gm - img * ohw;
-            int yi = (img * p->k + co) * ohw + pix;
+            int ri = (img * p->k + co) * ohw + pix, yi = nhwc ? gm * p->k + co : ri;
             if (p->bias) v += kg_conv_ldf(p->bias, co, p->bt);
-            if (p->res) v += kg_conv_ldf(p->res, yi, p->rt);
+            if (p->res) v += kg_conv_ldf(p->res, ri, p->rt);
             kg_conv_stf(p->y, yi, p->yt, kg_actf(v, p->act, p->alpha, p->beta));
         }
     }
@@ -390,7 +402,7 @@ static __device__ __forceinline__ int kg_conv_pointwise_vec(const kg_conv *p, in
 {
     const int hw = p->oh * p->ow;
     if (p->kh != 1 || p->kw != 1 || p->sh != 1 || p->sw != 1 || p->ph != 0 || p->pw != 0 || p->oh != p->h ||
-        p->ow != p->w || p->xt != mt)
+        p->ow != p->w || p->xt != mt || p->xl != KG_CONV_NCHW)
         return 0;
     return hw % 8 == 0 ? 8 : hw % 4 == 0 ? 4 : hw % 2 == 0 ? 2 : 0;
 }
@@ -419,6 +431,32 @@ static __device__ __forceinline__ void kg_conv_tc_async_a(const kg_conv *p, int 
             }
         }
     }
+}
+
+/* Requests this thread's A chunks of stage kt when x is NHWC: a chunk is 8
+ * channels of one tap of one pixel (K = (kh, kw, cin) and C/group a
+ * multiple of 8), one 16-byte copy, zero-filled outside the image and
+ * past K; rows as kg_conv_ld_map splits them, in [BM][BK] as the gathers
+ * store them. off / ih0 / iw0: the rows' pixels (kg_conv_pixel). */
+static __device__ __forceinline__ void kg_conv_tc_async_a_nhwc(const kg_conv *p, int kt, unsigned short *tile,
+                                                               const int BK, const kg_conv_ld *l, const int *off,
+                                                               const int *ih0, const int *iw0)
+{
+    const int cg = p->c / p->groups, kdim = cg * p->kh * p->kw, cpr = BK / 8;
+#pragma unroll
+    for (int r = 0; r < l->rpt; r++)
+#pragma unroll
+        for (int j = 0; j < l->cpt; j++) {
+            int kc = l->kc0 + j * l->tpr, k0 = kt * BK + kc * 8;
+            if (kc < cpr) {
+                int tap = k0 / cg, ci = k0 - tap * cg, ki = tap / p->kw, kj = tap - ki * p->kw;
+                int ih = ih0[r] + ki * p->dh, iw = iw0[r] + kj * p->dw;
+                bool full = k0 < kdim && (unsigned)ih < (unsigned)p->h && (unsigned)iw < (unsigned)p->w;
+                const unsigned short *src =
+                    (const unsigned short *)p->x + (full ? off[r] + (ih * p->w + iw) * p->c + ci : 0);
+                kg_conv_cp16(kg_conv_smem_addr(tile + kg_conv_swz(l->row0 + r * l->rstep, kc, cpr) * 8), src, full);
+            }
+        }
 }
 
 /* One k16 step of a warp: its WM x WN accumulators += A rows x B rows of
@@ -484,6 +522,8 @@ static __device__ __forceinline__ void kg_conv_tc(const kg_conv *p, int t, const
     int a_off[KG_CONV_MAX_ROWS], a_ih[KG_CONV_MAX_ROWS], a_iw[KG_CONV_MAX_ROWS], b_row[KG_CONV_MAX_ROWS];
     /* pointwise: A by cp.async (src / ok of the thread's pixel vectors in a_off / a_ih) */
     const int pv = kg_conv_pointwise_vec(p, mt), a_mc = tid % (BM / 8), a_kr0 = tid / (BM / 8);
+    /* NHWC x: A by cp.async as well, [BM][BK] (gathered: neither) */
+    const bool xv = p->xl == KG_CONV_NHWC, gather = !pv && !xv;
     if (pv) {
         const int hw = p->h * p->w, cg = p->c / p->groups, mdim = p->n * hw;
 #pragma unroll
@@ -517,17 +557,18 @@ static __device__ __forceinline__ void kg_conv_tc(const kg_conv *p, int t, const
         const int kt = kt_begin + s;
         unsigned short *at = sm + (kt % ST) * stage;
         if (pv && kt < kt_end) kg_conv_tc_async_a(p, kt, at, BK, BM, threads, pv, a_mc, a_kr0, a_off, a_ih);
+        if (xv && kt < kt_end) kg_conv_tc_async_a_nhwc(p, kt, at, BK, &la, a_off, a_ih, a_iw);
         if (bvec && kt < kt_end) kg_conv_tc_async_b(p, kt, at + BM * BK, BK, &lb, b_row);
         kg_conv_cp_commit();
     }
 #pragma unroll
     for (int s = 0; s < DA; s++) {
         if (kt_begin + s < kt_end) {
-            if (!pv) kg_conv_tc_gather_a(p, kt_begin + s, BK, mt, &la, a_off, a_ih, a_iw, a_v[s]);
+            if (gather) kg_conv_tc_gather_a(p, kt_begin + s, BK, mt, &la, a_off, a_ih, a_iw, a_v[s]);
             if (!bvec) kg_conv_tc_gather_b(p, kt_begin + s, BK, mt, &lb, b_row, b_v[s]);
         }
     }
-    if (!pv) kg_conv_tc_put(sm + (kt_begin % ST) * stage, BK, &la, a_v[0]);
+    if (gather) kg_conv_tc_put(sm + (kt_begin % ST) * stage, BK, &la, a_v[0]);
     if (!bvec) kg_conv_tc_put(sm + (kt_begin % ST) * stage + BM * BK, BK, &lb, b_v[0]);
 
     const int warps_mn = (BM / WM) * (BN / WN);
@@ -543,10 +584,11 @@ static __device__ __forceinline__ void kg_conv_tc(const kg_conv *p, int t, const
                 const int nb = kt + ST - 1;
                 if (pv && nb < kt_end)
                     kg_conv_tc_async_a(p, nb, sm + (nb % ST) * stage, BK, BM, threads, pv, a_mc, a_kr0, a_off, a_ih);
+                if (xv && nb < kt_end) kg_conv_tc_async_a_nhwc(p, nb, sm + (nb % ST) * stage, BK, &la, a_off, a_ih, a_iw);
                 if (bvec && nb < kt_end) kg_conv_tc_async_b(p, nb, sm + (nb % ST) * stage + BM * BK, BK, &lb, b_row);
                 kg_conv_cp_commit();
                 if (kt + DA < kt_end) {
-                    if (!pv) kg_conv_tc_gather_a(p, kt + DA, BK, mt, &la, a_off, a_ih, a_iw, a_v[u]);
+                    if (gather) kg_conv_tc_gather_a(p, kt + DA, BK, mt, &la, a_off, a_ih, a_iw, a_v[u]);
                     if (!bvec) kg_conv_tc_gather_b(p, kt + DA, BK, mt, &lb, b_row, b_v[u]);
                 }
                 const unsigned short *ta = sm + (kt % ST) * stage, *tb = ta + BM * BK;
@@ -555,7 +597,7 @@ static __device__ __forceinline__ void kg_conv_tc(const kg_conv *p, int t, const
                     kg_conv_tc_step(ta, tb, ks + s2 * KS, wm, wn, lane, BM, BK, WM, WN, mt, pv != 0, acc);
                 if (kt + 1 < kt_end) {
                     unsigned short *next = sm + ((kt + 1) % ST) * stage;
-                    if (!pv) kg_conv_tc_put(next, BK, &la, a_v[(u + 1) % DA]);
+                    if (gather) kg_conv_tc_put(next, BK, &la, a_v[(u + 1) % DA]);
                     if (!bvec) kg_conv_tc_put(next + BM * BK, BK, &lb, b_v[(u + 1) % DA]);
                 }
             }
