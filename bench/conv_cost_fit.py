@@ -80,7 +80,7 @@ def pow2_at_least(v):
     return p
 
 
-def cost(P, m, n, k, c, a_async, da, sk):
+def cost(P, m, n, k, c, a_async, da, sk, row_vec=False):
     bm, bn, bk, wm, wn, _, st = c
     thr = threads(c)
     regs = min(255, 48 + wm * wn // 32 + 8 * da * loader_chunks(bm, bk // 8, thr))
@@ -94,7 +94,7 @@ def cost(P, m, n, k, c, a_async, da, sk):
     bps = max(1, min(bps, 65536 // (thr * regs)))
     per_sm = cdiv(tiles, N_SMS)
     res = min(per_sm, bps)
-    gather = bm * bk / 32 * (1.0 if a_async else P["gi"])
+    gather = bm * bk / 32 * (1.0 if a_async else 3.0 if row_vec else P["gi"])
     issue = res * (gather / 4 + P["warp"] * thr / 32 / 4)
     step = max(res * 2.0 * bm * bn * bk / 1024.0, issue, res * (bm + bn) * bk * 2 / P["bpc"])
     step = max(step, (lat if a_async else P["glat"]) / in_flight)
@@ -103,20 +103,20 @@ def cost(P, m, n, k, c, a_async, da, sk):
     return cdiv(per_sm, res) * tile + fixup
 
 
-def ranked(P, m, n, k, a_async, b_async):
+def ranked(P, m, n, k, a_async, b_async, row_vec=False):
     out = []
     for c in TC:
         if not valid(c) or not (c[0] <= 16 or c[0] <= pow2_at_least(m)) or not (c[1] <= 16 or c[1] <= pow2_at_least(n)):
             continue
         md = max_da(c, a_async, b_async)
-        out += [(cost(P, m, n, k, c, a_async, da, 1), c, da, 1) for da in range(1, md + 1)]
+        out += [(cost(P, m, n, k, c, a_async, da, 1, row_vec), c, da, 1) for da in range(1, md + 1)]
         tiles, n_kt = cdiv(m, c[0]) * cdiv(n, c[1]), cdiv(k, c[2])
         if tiles >= N_SMS or tiles > 4096:
             continue
         for sk in SPLITS:
             if n_kt < 2 * sk or tiles * sk > 4 * N_SMS or tiles * sk * c[0] * c[1] > (1 << 20):
                 continue
-            out += [(cost(P, m, n, k, c, a_async, da, sk), c, da, sk) for da in range(1, md + 1)]
+            out += [(cost(P, m, n, k, c, a_async, da, sk, row_vec), c, da, sk) for da in range(1, md + 1)]
     out.sort(key=lambda x: x[0])  # stable: ties keep table order, as cand_insert does
     return out
 
@@ -136,7 +136,7 @@ def load(path):
         a_async = "pointwise" in m.group(11) or "NHWC activations" in m.group(11)  # A by cp.async
         da = 1 if a_async else int(re.search(r"(\d+) stage", m.group(11)).group(1))
         convs[key][(tuple(g[3:10]), da, int(m.group(12)))] = float(us)
-        convs[key]["dims"] = (g[0], g[1], g[2], a_async)
+        convs[key]["dims"] = (g[0], g[1], g[2], a_async, "8-element rows" in m.group(11))
     return convs
 
 
@@ -144,9 +144,9 @@ def evaluate(P, convs):
     """(sum of the picks' times, sum of the best times, convolutions whose first-ranked was not measured)"""
     total = best = unmeasured = 0.0
     for times in convs.values():
-        m, n, k, a_async = times["dims"]
+        m, n, k, a_async, row_vec = times["dims"]
         measured = {c: us for c, us in times.items() if c != "dims"}
-        order = ranked(P, m, n, k, a_async, k % 8 == 0)
+        order = ranked(P, m, n, k, a_async, k % 8 == 0, row_vec)
         unmeasured += (order[0][1], order[0][2], order[0][3]) not in measured
         total += next(measured[(c, da, sk)] for _, c, da, sk in order if (c, da, sk) in measured)
         best += min(measured.values())

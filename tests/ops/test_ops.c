@@ -937,6 +937,37 @@ static void b_conv_chain(tc *c)
     tc_out(c, "s1");
 }
 
+/* Patch embeddings (ViT's 16x16 convolution of stride 16): kw, the W
+ * stride, the leading W pad and W all multiples of 8, so the cuda target
+ * gathers 8 elements a load (kg_conv_row_vec); on odd variants x passes
+ * through a Relu first, so the convolution reads it in 16 bits. */
+static void b_conv_patch(tc *c)
+{
+    conv_geo g = {.N = rdim(c, 1, 2), .C = rint_(c, 1, 6), .group = 1, .dh = 1, .dw = 1};
+    g.S = 8 * rint_(c, 1, 2);
+    g.R = rint_(c, 0, 1) ? g.S : rint_(c, 1, 5);
+    g.sw = 8 * rint_(c, 1, 2);
+    g.sh = rint_(c, 1, 3);
+    g.pads[1] = c->variant == 2 ? 8 : 0;
+    g.pads[3] = rint_(c, 0, 1) ? 8 : 0;
+    g.pads[0] = rint_(c, 0, 1);
+    g.pads[2] = rint_(c, 0, 1);
+    g.H = g.R + rint_(c, 0, c->variant == 3 ? 30 : 6);
+    g.W = 8 * rint_(c, (g.S + 7) / 8, c->variant == 3 ? 28 : 5);
+    g.K = rint_(c, 1, c->variant == 3 ? 72 : 20);
+    g.OH = conv_out(g.H, g.R, g.sh, g.dh, g.pads[0], g.pads[2], NULL);
+    g.OW = conv_out(g.W, g.S, g.sw, g.dw, g.pads[1], g.pads[3], NULL);
+    conv_inputs(c, &g, true);
+    tc_const(c, "b", KILN_F32, 1, &g.K, G_NORMAL);
+    if (c->variant & 1) {
+        tc_node(c, "Relu", "x", "xr");
+        conv_node(c, &g, "xr", "b", "y");
+    } else {
+        conv_node(c, &g, "x", "b", "y");
+    }
+    tc_out(c, "y");
+}
+
 /* Convolutions reading convolutions with channels in multiples of 8, which
  * the cuda target stores NHWC between them (emit_conv.c
  * cg_plan_conv_layouts): r1 (a pointwise Conv + Relu) is read by two
@@ -2928,6 +2959,7 @@ static const op_case case_table[] = {
     CASE("Conv+act", b_conv_act),
     CASE("Conv/chain", b_conv_chain),
     CASE("Conv/nhwc_chain", b_conv_nhwc),
+    CASE("Conv/patch_embedding", b_conv_patch),
     CASE("MatMul", b_matmul),
     CASE("MatMul/const_B", b_matmul_const),
     CASE("MatMul/long_K", b_matmul_long_k),

@@ -242,6 +242,7 @@ static int loader_chunks(int rows, int cpr, int threads)
 typedef struct tc_operands {
     bool a_async; /* pointwise: A by cp.async (kg_conv_pointwise_vec), no gather */
     bool b_async; /* K % 8 == 0: B by cp.async */
+    bool row_vec; /* gathered A read 8 elements a load (kg_conv_row_vec: patch embeddings) */
 } tc_operands;
 
 /* The most register sets of gathered elements in flight a configuration
@@ -387,7 +388,8 @@ static double tc_cost(const cg_gpu *gpu, const gemm_dims *d, const tc_cfg *c, co
     tile_shape s = {.bm = c->bm, .bn = c->bn, .bk = c->bk, .threads = tc_threads(c), .smem = tc_smem(c), .splits = sk,
                     .regs = 48 + c->wm * c->wn / 32 + 8 * da * loader_chunks(c->bm, c->bk / 8, tc_threads(c)),
                     .in_flight = o->a_async ? c->st - 1 : da, .flop_per_clk = 1024.0, .elem_bytes = 2.0,
-                    .gather_instr = o->a_async ? 1.0 : 16.0, .gathered = !o->a_async, .k = &tc_consts};
+                    .gather_instr = o->a_async ? 1.0 : o->row_vec ? 3.0 : 16.0, .gathered = !o->a_async,
+                    .k = &tc_consts};
     if (s.regs > 255) s.regs = 255;
     return launch_cost(gpu, d, &s);
 }
@@ -520,7 +522,9 @@ static tc_operands tc_operands_of(const cg_emitter *e, const ir_node *n, const c
     int64_t hw = g->h * g->w;
     bool pointwise = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
                      g->oh == g->h && g->ow == g->w && cg_store(e, n->in[0]) == cg_store(e, n->in[1]) && hw % 2 == 0;
-    return (tc_operands){.a_async = pointwise || is_nhwc(e, n->in[0]), .b_async = d.k % 8 == 0};
+    bool a_async = pointwise || is_nhwc(e, n->in[0]);
+    bool row_vec = !a_async && g->kw % 8 == 0 && g->dw == 1 && g->sw % 8 == 0 && g->pw % 8 == 0 && g->w % 8 == 0;
+    return (tc_operands){.a_async = a_async, .b_async = d.k % 8 == 0, .row_vec = row_vec};
 }
 
 /* Appends the const kg_conv of the group: geometry, dtypes, epilogue, pointers. */
@@ -623,7 +627,8 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
             char ahead[96];
             if (is_nhwc(e, n->in[0])) snprintf(ahead, sizeof(ahead), "NHWC activations by cp.async");
             else if (ops.a_async) snprintf(ahead, sizeof(ahead), "pointwise: activations by cp.async");
-            else snprintf(ahead, sizeof(ahead), "gathers %d stage%s ahead", da, da > 1 ? "s" : "");
+            else snprintf(ahead, sizeof(ahead), "gathers%s %d stage%s ahead", ops.row_vec ? " of 8-element rows" : "",
+                          da, da > 1 ? "s" : "");
             if (is_nhwc(e, grp->nodes[grp->n_nodes - 1]->out[0]))
                 snprintf(ahead + strlen(ahead), sizeof(ahead) - strlen(ahead), ", output NHWC");
             snprintf(what, sizeof(what),

@@ -118,6 +118,42 @@ static __device__ __forceinline__ unsigned short kg_conv_ld16(const void *p, int
     return __bfloat16_as_ushort(__float2bfloat16_rn(v));
 }
 
+/* Whether 8 consecutive k of an im2col row (one cin, one kh, kw taps kj0 ..
+ * kj0 + 7) are 8 consecutive elements of NCHW x, aligned to 8 elements and
+ * all inside or all outside the image: kw a multiple of 8, unit dilation
+ * along W, and strides, leading pad and W multiples of 8 (patch
+ * embeddings: ViT's 16x16 convolution of stride 16). Their gathers then
+ * read a vector each (kg_conv_ld16x8). Compile-time constant after inlining. */
+static __device__ __forceinline__ bool kg_conv_row_vec(const kg_conv *p)
+{
+    return p->xl == KG_CONV_NCHW && p->kw % 8 == 0 && p->dw == 1 && p->sw % 8 == 0 && p->pw % 8 == 0 &&
+           p->w % 8 == 0;
+}
+
+/* Elements i .. i + 7 of x (i a multiple of 8) as MMA type mt, into v[0..7]:
+ * one 16-byte load when x is stored as mt, two of 4 floats from fp32. */
+static __device__ __forceinline__ void kg_conv_ld16x8(const void *p, int i, int dt, int mt, unsigned short *v)
+{
+    if (dt == mt) {
+        uint4 w = __ldg((const uint4 *)((const unsigned short *)p + i));
+        v[0] = (unsigned short)w.x, v[1] = (unsigned short)(w.x >> 16), v[2] = (unsigned short)w.y;
+        v[3] = (unsigned short)(w.y >> 16), v[4] = (unsigned short)w.z, v[5] = (unsigned short)(w.z >> 16);
+        v[6] = (unsigned short)w.w, v[7] = (unsigned short)(w.w >> 16);
+        return;
+    }
+    float f[8];
+    if (dt == KG_CONV_F32) {
+        float4 a = __ldg((const float4 *)p + i / 4), b = __ldg((const float4 *)p + i / 4 + 1);
+        f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+    } else {
+#pragma unroll
+        for (int e = 0; e < 8; e++) f[e] = kg_conv_ldgf(p, i + e, dt);
+    }
+#pragma unroll
+    for (int e = 0; e < 8; e++)
+        v[e] = mt == KG_CONV_F16 ? __half_as_ushort(__float2half_rn(f[e])) : __bfloat16_as_ushort(__float2bfloat16_rn(f[e]));
+}
+
 /* ---- tensor-core and async-copy instructions ------------------------------------- */
 
 static __device__ __forceinline__ unsigned kg_conv_smem_addr(const void *p)
@@ -323,12 +359,22 @@ static __device__ __forceinline__ void kg_conv_tc_gather_a(const kg_conv *p, int
         for (int j = 0; j < l->cpt; j++) {
             int kc = l->kc0 + j * l->tpr;
             int k0 = kt * BK + kc * 8;
+            unsigned short *ve = v + (r * l->cpt + j) * 8;
+            if (kg_conv_row_vec(p)) {
+                int ci = k0 / khw, rr = k0 - ci * khw, ki = rr / p->kw, kj = rr - ki * p->kw, index;
+                if (kc < cpr && kg_conv_tap(p, off[r], ih0[r], iw0[r], ci, ki, kj, &index))
+                    kg_conv_ld16x8(p->x, index, p->xt, mt, ve);
+                else
+#pragma unroll
+                    for (int e = 0; e < 8; e++) ve[e] = 0;
+                continue;
+            }
 #pragma unroll
             for (int e = 0; e < 8; e++) {
                 /* divisions by constants: multiplications, and no branch to diverge on */
                 int k = k0 + e, ci = k / khw, rr = k - ci * khw, ki = rr / p->kw, kj = rr - ki * p->kw, index;
                 bool ok = kc < cpr && kg_conv_tap(p, off[r], ih0[r], iw0[r], ci, ki, kj, &index);
-                v[(r * l->cpt + j) * 8 + e] = ok ? kg_conv_ld16(p->x, index, p->xt, mt) : (unsigned short)0;
+                ve[e] = ok ? kg_conv_ld16(p->x, index, p->xt, mt) : (unsigned short)0;
             }
         }
     }
