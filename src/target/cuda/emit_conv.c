@@ -820,8 +820,9 @@ kiln_status cg_plan_conv_layouts(cg_emitter *e)
         const sched_group *grp = e->p->groups[s];
         if (grp->kind != SCHED_GROUP_CONV || !grp->n_nodes || grp->n_out != 1) continue;
         const ir_value *y = grp->nodes[grp->n_nodes - 1]->out[0];
+        if (!y) continue;
         kiln_dtype st = cg_store(e, y);
-        bool ok = y && grp->out[0] == y && y->graph == g && y->t.rank == 4 && tc_conv(e, grp->nodes[0], false) &&
+        bool ok = grp->out[0] == y && y->graph == g && y->t.rank == 4 && tc_conv(e, grp->nodes[0], false) &&
                   e->p->place[y->id].loc == SCHED_LOC_ARENA && (st == KILN_F16 || st == KILN_BF16);
         for (int i = 0; ok && i < g->n_outputs; i++) ok = g->outputs[i] != y;
         /* every reader: the x of a tensor-core convolution group, nothing else */
