@@ -515,7 +515,7 @@ static conv_kind kind_of(const cg_emitter *e, const ir_node *n, const conv_geom 
     return wt == KILN_F16 || wt == KILN_BF16 ? CONV_TC : CONV_SIMT;
 }
 
-/* As kg_conv_pointwise_vec and kg_conv_tc decide at compile time. */
+/* As kg_conv_pointwise_vec, kg_conv_row_vec and kg_conv_tc decide at compile time. */
 static tc_operands tc_operands_of(const cg_emitter *e, const ir_node *n, const conv_geom *g)
 {
     gemm_dims d = conv_gemm(g);
@@ -564,9 +564,10 @@ static kiln_status emit_conv_params(cg_emitter *e, const sched_group *grp, const
                     (long long)g->oh, (long long)g->ow, (long long)g->kh, (long long)g->kw, (long long)g->sh,
                     (long long)g->sw, (long long)g->ph, (long long)g->pw, (long long)g->dh, (long long)g->dw,
                     (long long)g->groups, is_nhwc(e, n->in[0]) ? "KG_CONV_NHWC" : "KG_CONV_NCHW",
-                    is_nhwc(e, y) ? "KG_CONV_NHWC" : "KG_CONV_NCHW", xt, wt, yt, bt, rt, cg_act_name(ep.act), cg_float_lit(ep.alpha, fa, sizeof(fa)),
-                    cg_float_lit(ep.beta, fb, sizeof(fb)), cg_ptr(e, n->in[0], px, sizeof(px)),
-                    cg_ptr(e, n->in[1], pw, sizeof(pw)), ep.bias ? cg_ptr(e, ep.bias, pb, sizeof(pb)) : "0",
+                    is_nhwc(e, y) ? "KG_CONV_NHWC" : "KG_CONV_NCHW", xt, wt, yt, bt, rt, cg_act_name(ep.act),
+                    cg_float_lit(ep.alpha, fa, sizeof(fa)), cg_float_lit(ep.beta, fb, sizeof(fb)),
+                    cg_ptr(e, n->in[0], px, sizeof(px)), cg_ptr(e, n->in[1], pw, sizeof(pw)),
+                    ep.bias ? cg_ptr(e, ep.bias, pb, sizeof(pb)) : "0",
                     ep.residual ? cg_ptr(e, ep.residual, pr, sizeof(pr)) : "0", cg_ptr(e, y, py, sizeof(py)));
     return KILN_OK;
 }
@@ -594,11 +595,12 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
     conv_geometry(n, &g);
     conv_kind kind = kind_of(e, n, &g);
     gemm_dims d = conv_gemm(&g);
+    const bool xn = is_nhwc(e, n->in[0]), yn = is_nhwc(e, grp->nodes[grp->n_nodes - 1]->out[0]);
     char what[256];
     base_str body;
     base_str_init(&body);
     kiln_status st = emit_conv_params(e, grp, &g, &body);
-    if (st == KILN_OK && kind != CONV_TC && (is_nhwc(e, n->in[0]) || is_nhwc(e, grp->nodes[grp->n_nodes - 1]->out[0]))) {
+    if (st == KILN_OK && kind != CONV_TC && (xn || yn)) {
         char lb[256];
         st = base_diag_add(e->d, KILN_ERR_INTERNAL, "%s: an NHWC value planned for a convolution not on tensor cores",
                            ir_node_label(n, lb, sizeof(lb)));
@@ -625,12 +627,11 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
             const tc_cfg *c = &tc_table[cl.idx[cand]];
             int da = cl.da[cand], sk = cl.sk[cand];
             char ahead[96];
-            if (is_nhwc(e, n->in[0])) snprintf(ahead, sizeof(ahead), "NHWC activations by cp.async");
+            if (xn) snprintf(ahead, sizeof(ahead), "NHWC activations by cp.async");
             else if (ops.a_async) snprintf(ahead, sizeof(ahead), "pointwise: activations by cp.async");
             else snprintf(ahead, sizeof(ahead), "gathers%s %d stage%s ahead", ops.row_vec ? " of 8-element rows" : "",
                           da, da > 1 ? "s" : "");
-            if (is_nhwc(e, grp->nodes[grp->n_nodes - 1]->out[0]))
-                snprintf(ahead + strlen(ahead), sizeof(ahead) - strlen(ahead), ", output NHWC");
+            if (yn) snprintf(ahead + strlen(ahead), sizeof(ahead) - strlen(ahead), ", output NHWC");
             snprintf(what, sizeof(what),
                      "implicit GEMM on tensor cores: M %lld x N %lld x K %lld, tile %dx%dx%d, warp %dx%d, "
                      "%d k-slices, %d stages, %s, %d split%s",
@@ -640,9 +641,9 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
                             c->wm, c->wn, c->ks, c->st, da, sk);
             tiles = ceil_div(d.m, c->bm) * ceil_div(d.n, c->bn) * d.groups * sk;
             *op = (cg_op){.n_rtasks = tiles, .block = tc_threads(c), .smem_bytes = tc_smem(c), .splitk = sk > 1};
-            bool xn = is_nhwc(e, n->in[0]), yn = is_nhwc(e, grp->nodes[grp->n_nodes - 1]->out[0]);
-            snprintf(op->config, sizeof(op->config), "kg_conv_tc %dx%dx%d, warp %dx%d, %d k-slices, %d stages, %d splits%s",
-                     c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->st, sk,
+            snprintf(op->config, sizeof(op->config),
+                     "kg_conv_tc %dx%dx%d, warp %dx%d, %d k-slices, %d stages, %d splits%s", c->bm, c->bn, c->bk,
+                     c->wm, c->wn, c->ks, c->st, sk,
                      xn && yn ? ", NHWC in and out" : xn ? ", NHWC in" : yn ? ", NHWC out" : "");
         } else {
             const simt_cfg *c = &simt_table[cl.idx[cand]];
@@ -696,7 +697,8 @@ static void tune_key(const cg_emitter *e, const sched_group *grp, const conv_geo
              "conv %s %s x=%s%s y=%s%s n=%lld c=%lld h=%lld w=%lld k=%lld kernel=%lldx%lld stride=%lldx%lld "
              "pad=%lldx%lld dil=%lldx%lld group=%lld%s%s%s%s",
              tc ? "tc" : "simt", short_dtype(cg_store(e, nd->in[1])), short_dtype(cg_store(e, nd->in[0])),
-             is_nhwc(e, nd->in[0]) ? ",nhwc" : "", short_dtype(cg_store(e, y)), is_nhwc(e, y) ? ",nhwc" : "", (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w,
+             is_nhwc(e, nd->in[0]) ? ",nhwc" : "", short_dtype(cg_store(e, y)), is_nhwc(e, y) ? ",nhwc" : "",
+             (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w,
              (long long)g->k, (long long)g->kh, (long long)g->kw, (long long)g->sh, (long long)g->sw, (long long)g->ph,
              (long long)g->pw, (long long)g->dh, (long long)g->dw, (long long)g->groups, ep.bias ? " +bias" : "",
              ep.residual ? " +res" : "", (unsigned)ep.act < PASS_ACT_COUNT ? acts[ep.act] : "", block);
@@ -841,7 +843,8 @@ kiln_status cg_plan_conv_layouts(cg_emitter *e)
         e->nhwc[y->id] = true;
         for (int r = 0; r < e->p->n_groups; r++) {
             const sched_group *h = e->p->groups[r];
-            if (h != grp && h->kind == SCHED_GROUP_CONV && h->nodes[0]->in[0] == y) e->ohwi[h->nodes[0]->in[1]->id] = true;
+            if (h != grp && h->kind == SCHED_GROUP_CONV && h->nodes[0]->in[0] == y)
+                e->ohwi[h->nodes[0]->in[1]->id] = true; /* its readers' weights */
         }
     }
     return KILN_OK;

@@ -52,7 +52,7 @@
 /* Activation layouts. NHWC (Bolt 3.2.3): channels innermost, so 8 channels
  * of one pixel are one 16-byte copy. With x NHWC the GEMM's K runs
  * (kh, kw, cin) and the weights are stored [Cout][KH][KW][Cin/group]
- * (emit.c plans both); the residual stays NCHW. */
+ * (emit_conv.c cg_plan_conv_layouts plans both); the residual stays NCHW. */
 #define KG_CONV_NCHW 0
 #define KG_CONV_NHWC 1
 
@@ -151,7 +151,8 @@ static __device__ __forceinline__ void kg_conv_ld16x8(const void *p, int i, int 
     }
 #pragma unroll
     for (int e = 0; e < 8; e++)
-        v[e] = mt == KG_CONV_F16 ? __half_as_ushort(__float2half_rn(f[e])) : __bfloat16_as_ushort(__float2bfloat16_rn(f[e]));
+        v[e] = mt == KG_CONV_F16 ? __half_as_ushort(__float2half_rn(f[e]))
+                                 : __bfloat16_as_ushort(__float2bfloat16_rn(f[e]));
 }
 
 /* ---- tensor-core and async-copy instructions ------------------------------------- */
@@ -274,10 +275,10 @@ static __device__ __forceinline__ void kg_conv_epilogue(const kg_conv *p, const 
                                                         const int threads)
 {
     const int ohw = p->oh * p->ow, mdim = p->n * ohw, kg = p->k / p->groups;
+    const bool nhwc = p->yl == KG_CONV_NHWC;
 #pragma unroll
     for (int i = 0; i < (BM * BN + threads - 1) / threads; i++) {
         int idx = (int)threadIdx.x + i * threads;
-        const bool nhwc = p->yl == KG_CONV_NHWC;
         int m = nhwc ? idx / BN : idx % BM, nn = nhwc ? idx % BN : idx / BM;
         int gm = tm * BM + m, gn = tn * BN + nn;
         if (nn < BN && m < BM && gm < mdim && gn < kg) {
@@ -630,7 +631,8 @@ static __device__ __forceinline__ void kg_conv_tc(const kg_conv *p, int t, const
                 const int nb = kt + ST - 1;
                 if (pv && nb < kt_end)
                     kg_conv_tc_async_a(p, nb, sm + (nb % ST) * stage, BK, BM, threads, pv, a_mc, a_kr0, a_off, a_ih);
-                if (xv && nb < kt_end) kg_conv_tc_async_a_nhwc(p, nb, sm + (nb % ST) * stage, BK, &la, a_off, a_ih, a_iw);
+                if (xv && nb < kt_end)
+                    kg_conv_tc_async_a_nhwc(p, nb, sm + (nb % ST) * stage, BK, &la, a_off, a_ih, a_iw);
                 if (bvec && nb < kt_end) kg_conv_tc_async_b(p, nb, sm + (nb % ST) * stage + BM * BK, BK, &lb, b_row);
                 kg_conv_cp_commit();
                 if (kt + DA < kt_end) {
