@@ -220,6 +220,9 @@ static const char compile_help[] =
     "  KILN_MONO_NARROW=0     mono schedules: every rOperator built for the block's threads,\n"
     "                         instead of narrower ones (attention in fewer warps) whose rTasks\n"
     "                         the block's other threads skip\n"
+    "  KILN_TRACE_GEMM=1      a diagnostic: blocks 0 and 77 print, for each TMA GEMM rTask\n"
+    "                         they run, the ns from its start to its copies issued, its\n"
+    "                         first k-tile, the end of its main loop and its end (sm_90a)\n"
     "\n";
 
 static const char tune_help[] =

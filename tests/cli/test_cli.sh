@@ -430,6 +430,11 @@ PY
         -o "$tmp/mmi.kiln" --target cuda --precision fp16 --schedule mono:256x1 --emit-source "$tmp/mmi"
     expect cuda_wgmma_inlined 0 "1" -- grep -c "^static __device__ __forceinline__ void op_1(const kiln_gctx \*c, int t, int grid_dep);" \
         "$tmp/mmi/model.cu"
+    # KILN_TRACE_GEMM=1: the TMA GEMM template's timing printf is compiled in, and builds
+    expect cuda_trace_gemm_build 0 "stages" -- env KILN_TRACE_GEMM=1 "$kiln" compile "$tmp/mm.onnx" \
+        -o "$tmp/mmt.kiln" --target cuda --precision fp16 --schedule mono:256x1 --emit-source "$tmp/mmt"
+    expect cuda_trace_gemm_defined 0 "1" -- grep -c "^#define KG_TRACE_GEMM 1" "$tmp/mmt/model.cu"
+    expect cuda_trace_gemm_off 0 "0" -- sh -c "grep -c '^#define KG_TRACE_GEMM' '$tmp/mm/model.cu' || true"
 
     # --schedule=waves (Rammer's Algorithm 1): two independent products that
     # program order puts apart (b runs beside a's first product, not after

@@ -1448,6 +1448,8 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
         const char *pre_env = getenv("KILN_GEMM_PRE_STAGES");
         if (pre_env && *pre_env && strspn(pre_env, "0123456789") == strlen(pre_env) && strlen(pre_env) < 4)
             base_str_printf(&src, "#define KG_GEMM_PRE_STAGES %s\n", pre_env);
+        /* a diagnostic: kg_gemm_wgt prints its phases' times (kg_gemm.cuh) */
+        if (getenv("KILN_TRACE_GEMM")) base_str_cat(&src, "#define KG_TRACE_GEMM 1\n");
         st = cg_prelude(&e, &src);
         base_str_printf(&src, "/* ---- where each group runs (launch indices for faults) ---- */\n%s\n",
                         base_str_get(&pr.sites));

@@ -1086,6 +1086,10 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
                                                    const int stages)
 {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(KG_TRACE_GEMM)
+    const kg_u64 kgt0 = kg_now_ns();
+    kg_u64 kgt1 = 0, kgt2 = 0, kgt3 = 0;
+#endif
     const int bk = 64, n_warps = bm / 64 * 4, n_threads = n_warps * 32;
     const int a_bytes = bm * bk * 2, b_bytes = bn * bk * 2;
     const int wg = threadIdx.x >> 7, wq = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
@@ -1108,11 +1112,17 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
     kg_fence_proxy_async();
     kg_sync_n(n_threads);
     kg_gemm_tma_first(g, smem, smem_b, full, m0, n0, kt0, stages < k_tiles ? stages : k_tiles, bm, bn, 1, 0u, 0);
+#if defined(KG_TRACE_GEMM)
+    kgt1 = kg_now_ns();
+#endif
     float d[128];
     kg_wg_zero(d, bn / 2);
 #pragma unroll 1
     for (int kt = 0; kt < k_tiles; kt++) {
         const int ps = kg_wgt_step(d, g, smem, smem_b, full, kt, k_tiles, wg, a_bytes, b_bytes, bn, stages);
+#if defined(KG_TRACE_GEMM)
+        if (kt == 0) kgt2 = kg_now_ns();
+#endif
         if (ps >= 0 && lane == 0) {
             /* k-tile kt - 1's MMAs are done in this warp; the last warp
              * done with its stage refills it (no warp waits for another) */
@@ -1127,6 +1137,9 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
     }
     kg_wg_wait(0);
     kg_wg_fence_acc(d, bn / 2);
+#if defined(KG_TRACE_GEMM)
+    kgt3 = kg_now_ns();
+#endif
     if (g->splits > 1) {
         /* split-K: every split writes its partial (accumulator i of thread
          * x at i * threads + x: coalesced) and counts itself in; the last
@@ -1149,6 +1162,13 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
     kg_gemm_wgt_store(g, d, smem, m0, n0, bm, bn, n_threads);
     /* the next rTask re-initialises the barriers and refills the stages */
     kg_sync_n(n_threads);
+#if defined(KG_TRACE_GEMM)
+    /* KILN_TRACE_GEMM=1 kiln compile: where two blocks' rTasks spend their
+     * time, in ns from the rTask's start (a diagnostic, printed each run) */
+    if (threadIdx.x == 0 && (blockIdx.x == 0 || blockIdx.x == 77))
+        printf("KGT b%d m%d n%d k%d bn%d sk%d tile %d,%d: issued %llu first %llu loop %llu end %llu\n", blockIdx.x, g->m,
+               g->n, g->k, bn, g->splits, tm, tn, kgt1 - kgt0, kgt2 - kgt0, kgt3 - kgt0, kg_now_ns() - kgt0);
+#endif
 #else
     kg_gemm_wg_on_tc(g, tm, tn, bm, bn); /* kg_grid_dep is nothing before sm_90 */
 #endif
