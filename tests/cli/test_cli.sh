@@ -435,6 +435,15 @@ PY
         -o "$tmp/mmt.kiln" --target cuda --precision fp16 --schedule mono:256x1 --emit-source "$tmp/mmt"
     expect cuda_trace_gemm_defined 0 "1" -- grep -c "^#define KG_TRACE_GEMM 1" "$tmp/mmt/model.cu"
     expect cuda_trace_gemm_off 0 "0" -- sh -c "grep -c '^#define KG_TRACE_GEMM' '$tmp/mm/model.cu' || true"
+    # bench/code_size.py: the mono kernel's code, its one product body called by the one group
+    expect code_size_body 0 "opb_" -- python3 "$(dirname "$0")/../../bench/code_size.py" "$tmp/mm.onnx" \
+        --kiln "$kiln" --schedule mono:256x1 --json "$tmp/mm_size.json"
+    expect code_size_json 0 "1 1" -- python3 -c "import json, sys; d = json.load(open(sys.argv[1])); \
+k = d['kernels'][0]; b = [f for f in k['functions'] if f['function'].startswith('opb_')]; \
+print(len(d['kernels']), b[0]['groups'] if b and 0 < k['own_bytes'] < k['bytes'] and b[0]['kind'] == 'gemm' else -1)" \
+        "$tmp/mm_size.json"
+    expect code_size_no_model 1 "no model at" -- python3 "$(dirname "$0")/../../bench/code_size.py" "$tmp/none.onnx" \
+        --kiln "$kiln"
 
     # --schedule=waves (Rammer's Algorithm 1): two independent products that
     # program order puts apart (b runs beside a's first product, not after
