@@ -85,6 +85,12 @@ def plain_name(symbol):
     return last
 
 
+def launch_order(section):
+    """Sort key of a .text section: kernels k_<first group> in the groups' order, then the rest by name."""
+    m = re.match(r"\.text\.k_(\d+)$", section)
+    return (0, int(m.group(1)), "") if m else (1, 0, section)
+
+
 def body_users(source):
     """{body index k: [group ids whose op_<id> calls opb_<k>]} and {group id: name}, from model.cu."""
     users, names = {}, {}
@@ -116,6 +122,15 @@ def main():
         sys.exit("code_size: readelf not found (Debian: apt-get install binutils)")
     work = a.keep or tempfile.mkdtemp(prefix="kiln-code-size-")
     os.makedirs(work, exist_ok=True)
+    try:
+        report(a, work, nvcc, readelf)
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def report(a, work, nvcc, readelf):
+    """Compiles a.model into work, builds and reads its cubin, prints (and with --json writes) the sizes."""
     run([a.kiln, "compile", a.model, "--target", "cuda", "--precision", a.precision, "--schedule", a.schedule,
          "--emit-source", work, "-o", os.path.join(work, "model.kiln"), "--quiet"], "kiln compile")
     cu, cubin = os.path.join(work, "model.cu"), os.path.join(work, "model.cubin")
@@ -128,11 +143,7 @@ def main():
     result = {"model": a.model, "schedule": a.schedule, "precision": a.precision, "arch": a.arch, "kernels": []}
     print("%s, --schedule %s --precision %s, %s code:" % (os.path.basename(a.model), a.schedule, a.precision, a.arch))
     total = 0
-    def launch_order(idx):  # k_<first group>, in the groups' order
-        m = re.match(r"\.text\.k_(\d+)$", secs[idx][0])
-        return (0, int(m.group(1)), "") if m else (1, 0, secs[idx][0])
-
-    for idx in sorted(secs, key=launch_order):
+    for idx in sorted(secs, key=lambda i: launch_order(secs[i][0])):
         sec, size = secs[idx]
         kernel = sec[len(".text."):]
         inner = [(s, n) for i, s, n in funcs if i == idx and n != kernel and s > 0]
@@ -144,8 +155,8 @@ def main():
             k = int(m.group(1)) if m else None
             who = users.get(k, []) if k is not None else []
             kind, name = names.get(who[0], ("", "")) if who else ("", "")
-            bodies.append({"function": ("opb_%d" % k) if k is not None else plain_name(n), "bytes": s, "groups": len(who),
-                           "kind": kind, "first": name})
+            bodies.append({"function": ("opb_%d" % k) if k is not None else plain_name(n), "bytes": s,
+                           "groups": len(who), "kind": kind, "first": name})
         result["kernels"].append({"kernel": kernel, "bytes": size, "own_bytes": own, "functions": bodies})
         print("  kernel %s: %.1f KB, of which its own code %.1f KB and %d functions %.1f KB" % (
             kernel, size / 1024, own / 1024, len(inner), (size - own) / 1024))
@@ -161,8 +172,6 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=1)
-    if not a.keep:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
