@@ -372,11 +372,18 @@ PY
     for sched in mono mono-barriers; do
         expect "cuda_narrow_build_$sched" 0 "stages" -- "$kiln" compile "$tmp/att.onnx" -o "$tmp/att_$sched.kiln" \
             --target cuda --precision fp16 --schedule "$sched:128x1" --emit-source "$tmp/att_$sched"
-        expect "cuda_narrow_guard_$sched" 0 "1" -- grep -cE "^ *if \(threadIdx.x < 64u\) op_[0-9]+\(c, t( - [0-9]+)?\);" \
+        # the persistent kernel's member table gives it 64 threads, and its
+        # call stands behind the early exit of the others
+        expect "cuda_narrow_guard_$sched" 0 "1" -- grep -cE \
+            "^ *\{[0-9]+u, [0-9]+u, [0-9]+u, [0-9]+u, [0-9]+u, 64u, [0-9]+u, 0u\}, /\* group [0-9]+ \*/" \
             "$tmp/att_$sched/model.cu"
+        expect "cuda_narrow_switch_$sched" 0 "1" -- sh -c "grep -A1 -F 'if (threadIdx.x < m.threads) switch (m.call) {' \
+            '$tmp/att_$sched/model.cu' | grep -cE 'case [0-9]+u: opb?_[0-9]+\(c, r[,)]'"
     done
-    expect cuda_narrow_block_meets 0 "1" -- sh -c "grep -A1 -E 'if \(threadIdx.x < 64u\) op_' \
-        '$tmp/att_mono-barriers/model.cu' | grep -c '^ *__syncthreads();'"
+    expect cuda_narrow_block_meets 0 "1" -- grep -cF "if (m.threads < blockDim.x) __syncthreads();" \
+        "$tmp/att_mono-barriers/model.cu"
+    expect cuda_narrow_signal_meets 1 "0" -- grep -cF "if (m.threads < blockDim.x) __syncthreads();" \
+        "$tmp/att_mono/model.cu"
     expect cuda_narrow_own_barriers 1 "0" -- sh -c "sed -n '/kg_att_mma_rtask(const kg_att/,/^}/p' \
         '$tmp/att_mono/model.cu' | grep -c '__syncthreads\|blockDim'"
     # GEMM tiles are narrow too (all but the producer-warp ones): a 128 x 768 x
@@ -401,7 +408,8 @@ PY
         --precision fp16 | grep -c ' of the 256 threads'"
     expect cuda_narrow_gemm_build 0 "stages" -- "$kiln" compile "$tmp/mm.onnx" -o "$tmp/mm.kiln" --target cuda \
         --precision fp16 --schedule mono:256x1 --emit-source "$tmp/mm"
-    expect cuda_narrow_gemm_guard 0 "1" -- grep -cE "^ *if \(threadIdx.x < 128u\) op_1\(c, t, 0\);" "$tmp/mm/model.cu"
+    expect cuda_narrow_gemm_guard 0 "1" -- sh -c "grep -A1 -F 'if (threadIdx.x < m.threads) switch (m.call) {' \
+        '$tmp/mm/model.cu' | grep -cE 'case [0-9]+u: opb?_1\(c, r, 0[,)]'"
     # In a persistent kernel a narrow rTask still holds its whole block: a
     # product of the float32 input (SIMT tiles) must not take 32-thread tiles
     # that leave 7 of a 256-thread block's 8 warps idle (336 of them ran

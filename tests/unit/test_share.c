@@ -51,14 +51,32 @@ static void teardown(fixture *f)
     base_diag_free(&f->d);
 }
 
+/* Shares op `id`, appended at `start`; returns whether it was rewritten,
+ * after checking that the call it reports agrees. */
+static bool share(fixture *f, int id, size_t start)
+{
+    cg_share_call call = {.body = 7};
+    UNIT_CHECK_EQ_INT(cg_share_op(&f->e, f->sh, id, start, &call), KILN_OK);
+    bool rewritten = call.body >= 0;
+    if (rewritten) {
+        /* op_<id> is now one line calling opb_<body> with these values */
+        char line[512];
+        snprintf(line, sizeof(line), "{ opb_%d(c, t%s%s); }", call.body, call.n_values ? ", " : "",
+                 call.values ? call.values : "?");
+        UNIT_CHECK_STR_CONTAINS(base_str_get(&f->e.code), line);
+    } else {
+        UNIT_CHECK(call.values == NULL);
+    }
+    base_free(call.values);
+    return rewritten;
+}
+
 /* Appends op `id` and shares it; returns whether it was rewritten. */
 static bool add(fixture *f, int id, int x, int w, int rows)
 {
     size_t start = f->e.code.len;
     append_op(&f->e.code, id, x, w, rows);
-    bool rewritten = false;
-    UNIT_CHECK_EQ_INT(cg_share_op(&f->e, f->sh, id, start, &rewritten), KILN_OK);
-    return rewritten;
+    return share(f, id, start);
 }
 
 static int count(const char *hay, const char *needle)
@@ -118,14 +136,11 @@ UNIT_TEST(share_leaves_code_with_a_helper_alone)
     base_str_cat(&f.e.code, "static __device__ const int tab_5[2] = {1, 2};\n");
     size_t start = f.e.code.len - strlen("static __device__ const int tab_5[2] = {1, 2};\n");
     append_op(&f.e.code, 5, 0, 0, 7);
-    bool rewritten = true;
-    UNIT_CHECK_EQ_INT(cg_share_op(&f.e, f.sh, 5, start, &rewritten), KILN_OK);
-    UNIT_CHECK(!rewritten);
+    UNIT_CHECK(!share(&f, 5, start));
     start = f.e.code.len;
     append_op(&f.e.code, 6, 0, 0, 7);
     base_str_cat(&f.e.code, "static __device__ const int tab_6[2] = {1, 2};\n");
-    UNIT_CHECK_EQ_INT(cg_share_op(&f.e, f.sh, 6, start, &rewritten), KILN_OK);
-    UNIT_CHECK(!rewritten);
+    UNIT_CHECK(!share(&f, 6, start));
     UNIT_CHECK_EQ_INT(count(base_str_get(&f.e.code), "opb_"), 0);
     expect_and_free(&f, 0, "static __device__ void op_6(const kiln_gctx *c, int t)\n{", 0, 0);
 }
@@ -138,12 +153,10 @@ UNIT_TEST(share_suffixed_numbers_are_not_places)
      * body, so texts that differ there do not share */
     size_t start = f.e.code.len;
     base_str_cat(&f.e.code, "static __device__ void op_1(const kiln_gctx *c, int t)\n{ (void)(c->arena + 8u); }\n\n");
-    bool rewritten = false;
-    UNIT_CHECK_EQ_INT(cg_share_op(&f.e, f.sh, 1, start, &rewritten), KILN_OK);
-    UNIT_CHECK(rewritten);
+    UNIT_CHECK(share(&f, 1, start));
     start = f.e.code.len;
     base_str_cat(&f.e.code, "static __device__ void op_2(const kiln_gctx *c, int t)\n{ (void)(c->arena + 9u); }\n\n");
-    UNIT_CHECK_EQ_INT(cg_share_op(&f.e, f.sh, 2, start, &rewritten), KILN_OK);
+    UNIT_CHECK(share(&f, 2, start));
     const char *code = base_str_get(&f.e.code);
     UNIT_CHECK_STR_CONTAINS(code, "(void)(c->arena + 8u)");
     UNIT_CHECK_STR_CONTAINS(code, "(void)(c->arena + 9u)");

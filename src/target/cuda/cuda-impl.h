@@ -178,11 +178,17 @@ void cg_kernel_head(base_str *s, const char *name, int block, int min_blocks, in
 /* share.c: one copy of the code of rOperators that differ only in their
  * tensors' places (--schedule=mono). cg_share_op rewrites op_<id>, which
  * the emitter just appended to e->code at `start`, into a call of a shared
- * body with its constants as arguments; *rewritten tells whether it did. */
+ * body with its constants as arguments; *call tells whether it did and
+ * with what (a persistent kernel calls the body from its tables: emit.c). */
 typedef struct cg_share cg_share;
+typedef struct cg_share_call {
+    int body;     /* op_<id> calls opb_<body>; -1: op_<id> was left as it is */
+    int n_values; /* the constants it passes after (c, t[, grid_dep]) */
+    char *values; /* their C expressions, ", "-joined; the caller frees it (base_free); NULL when body < 0 */
+} cg_share_call;
 cg_share *cg_share_new(void); /* NULL when out of memory */
 void cg_share_free(cg_share *sh);
-kiln_status cg_share_op(cg_emitter *e, cg_share *sh, int id, size_t start, bool *rewritten);
+kiln_status cg_share_op(cg_emitter *e, cg_share *sh, int id, size_t start, cg_share_call *call);
 /* rOperators rewritten so far; *bodies: the distinct bodies among them. */
 int cg_share_count(const cg_share *sh, int *bodies);
 

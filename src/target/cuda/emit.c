@@ -459,6 +459,7 @@ typedef struct program {
     bool inline_wgmma;     /* mono: rOperators with warpgroup MMAs inlined (KILN_MONO_INLINE_WGMMA=1) */
     base_str prof;         /* kg_prof_slots: a line per member of a persistent kernel */
     int prof_slots;        /* members of persistent kernels so far (their profile slots) */
+    int64_t constant_bytes; /* persistent kernels' tables in constant memory so far (emit_persistent) */
 } program;
 
 static const char *schedule_name(const program *pr)
@@ -664,6 +665,9 @@ typedef struct member {
     const sched_group *grp;
     cg_op op;
     int stage;
+    int body;           /* op_<id> calls the shared opb_<body> (share.c); -1: its own code */
+    int n_values;       /* the constants it passes opb_<body> */
+    const char *values; /* their C expressions, ", "-joined (in program.names); NULL when body < 0 */
 } member;
 
 typedef struct batch {
@@ -791,48 +795,20 @@ static void list_batch(program *pr, const batch *b, const waits *w, const cg_op 
     }
 }
 
-/* Member k's call on rTask t - first: with waits, the wait for its
- * dependencies' counters before and its own count after. In a persistent
- * kernel (slot >= 0) the rTask also records its times in profile slot
- * `slot` while the runtime profiles (kg_prof_rtask). A cg_op.prewait
- * member is told whether to do griddepcontrol.wait itself: grid_dep, in a
- * kernel whose head leaves it out. */
-static void member_call(base_str *s, const batch *b, const waits *w, int k, int64_t first, int launch, int slot,
-                        bool grid_dep)
+/* Member k's call on rTask t - first in a kernel of one stage. A
+ * cg_op.prewait member is told whether to do griddepcontrol.wait itself:
+ * grid_dep, in a kernel whose head leaves it out. */
+static void member_call(base_str *s, const batch *b, int k, int64_t first, bool grid_dep)
 {
     const member *m = &b->m[k];
     char t[48] = "t";
     if (first) snprintf(t, sizeof(t), "t - %lld", (long long)first);
-    char args[64];
-    snprintf(args, sizeof(args), "%s%s", t, cg_pre_arg(&m->op, grid_dep));
     /* a narrow rOperator's rTask: the block's other threads exit it early,
-     * then the whole block meets (kg_signal does where there are waits) */
-    char guard[48] = "";
-    const bool narrow = m->op.block < b->block;
-    if (narrow) snprintf(guard, sizeof(guard), "if (threadIdx.x < %du) ", m->op.block);
-    if (!w && slot < 0) {
-        if (narrow) base_str_printf(s, "{\n            %sop_%d(c, %s);\n            __syncthreads();\n        }\n",
-                                    guard, m->grp->id, args);
-        else base_str_printf(s, "op_%d(c, %s);\n", m->grp->id, args);
-        return;
-    }
-    base_str_cat(s, "{\n");
-    bool waited = w && w->at[k + 1] > w->at[k];
-    if (slot >= 0) base_str_cat(s, "            const kg_u64 kg_t0_ = kg_prof_clock(c);\n");
-    if (waited) {
-        base_str_printf(s, "            KG_WAIT(c, %du, %du, ", launch, m->stage - 1);
-        for (int i = w->at[k]; i < w->at[k + 1]; i++)
-            base_str_printf(s, "%s(kg_ld_acquire(kg_done_%d + %d) >= %lldu)", i > w->at[k] ? " & " : "",
-                            b->m[0].grp->id, w->dep[i], (long long)b->m[w->dep[i]].op.n_rtasks);
-        base_str_cat(s, ");\n");
-    }
-    if (slot >= 0) base_str_printf(s, "            const kg_u64 kg_t1_ = %s;\n", waited ? "kg_prof_clock(c)" : "kg_t0_");
-    base_str_printf(s, "            %sop_%d(c, %s);\n", guard, m->grp->id, args);
-    if (narrow && !w) base_str_cat(s, "            __syncthreads();\n");
-    /* the end is read before the signal lets a consumer start */
-    if (slot >= 0) base_str_printf(s, "            kg_prof_rtask(c, %du, kg_t0_, kg_t1_);\n", slot);
-    if (w) base_str_printf(s, "            kg_signal(kg_done_%d + %d);\n", b->m[0].grp->id, k);
-    base_str_cat(s, "        }\n");
+     * then the whole block meets */
+    if (m->op.block < b->block)
+        base_str_printf(s, "{\n            if (threadIdx.x < %du) op_%d(c, %s%s);\n            __syncthreads();\n        }\n",
+                        m->op.block, m->grp->id, t, cg_pre_arg(&m->op, grid_dep));
+    else base_str_printf(s, "op_%d(c, %s%s);\n", m->grp->id, t, cg_pre_arg(&m->op, grid_dep));
 }
 
 /* Appends member k's line of kg_prof_slots, "KERNEL RTASKS NAME\n", the name
@@ -849,9 +825,231 @@ static void prof_slot_line(program *pr, const char *kernel, const member *m)
     base_str_cat(&pr->prof, "\\n\"\n");
 }
 
-/* The batch's kernel k_<first member>: each stage a loop over its members'
- * rTasks, the stages separated by grid barriers or, with waits, each rTask
- * preceded by its wait on the counters of the members it depends on. */
+/* A kernel of one stage: a loop over its members' rTasks, each calling
+ * its member's op_<id> (a wave, or an rOperator alone). */
+static void emit_stage_kernel(base_str *s, const batch *b, const char *kname, const cg_op *all)
+{
+    /* a kernel whose rOperators can all wait inside their rTasks leaves
+     * griddepcontrol.wait to them: they first initialise their barriers
+     * and copy their weights' first k-tiles. (Persistent kernels wait
+     * before the call: inside, with the counters passed in, BERT b1 and
+     * ViT ran 5% slower on an H100, with or without the early copies.) */
+    bool rtask_dep = true;
+    for (int k = 0; k < b->n; k++) rtask_dep &= b->m[k].op.prewait;
+    cg_kernel_head(s, kname, all->block, 0, b->m[0].op.cluster, !rtask_dep);
+    base_str_printf(s, "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) {\n", (long long)all->n_rtasks);
+    int64_t first = 0;
+    for (int k = 0; k < b->n; k++) {
+        int64_t end = first + b->m[k].op.n_rtasks;
+        if (end == all->n_rtasks && k == 0) base_str_cat(s, "        ");
+        else if (end == all->n_rtasks) base_str_cat(s, "        else ");
+        else base_str_printf(s, "        %sif (t < %lld) ", k ? "else " : "", (long long)end);
+        member_call(s, b, k, first, rtask_dep);
+        first = end;
+    }
+    base_str_cat(s, "    }\n}\n\n");
+}
+
+/* Constant memory the persistent kernels' tables may take, of the 64 KB
+ * a module has. */
+#define MONO_CONSTANT_BYTES (48 * 1024)
+
+/* call[k]: the case of member k's call in a persistent kernel's switch,
+ * one for each shared body (share.c) of one width and one for each member
+ * that keeps its own code, numbered in order of first use. */
+static void persistent_calls(const batch *b, int *call)
+{
+    int calls = 0;
+    for (int k = 0; k < b->n; k++) {
+        call[k] = -1;
+        for (int j = 0; j < k && call[k] < 0 && b->m[k].body >= 0; j++)
+            if (b->m[j].body == b->m[k].body && b->m[j].op.block == b->m[k].op.block) call[k] = call[j];
+        if (call[k] < 0) call[k] = calls++;
+    }
+}
+
+/* The j-th of a member's ", "-joined constants (share.c prints numbers
+ * and KG_SITE_<id>, no commas inside), into buf; "" past the last. */
+static const char *member_value(const member *m, int j, char *buf, size_t n)
+{
+    const char *p = m->values ? m->values : "";
+    for (int i = 0; i < j && p; i++) {
+        p = strchr(p, ',');
+        if (p) p += 2;
+    }
+    size_t len = p ? strcspn(p, ",") : 0;
+    snprintf(buf, n, "%.*s", (int)len, p ? p : "");
+    return buf;
+}
+
+/* Whether every member of member k's call passes its j-th constant
+ * alike: then the call writes it as it is, and the body is compiled for
+ * it (BERT's fault sites, a body of one member). */
+static bool value_alike(const batch *b, const int *call, int k, int j)
+{
+    char mine[48], theirs[48];
+    member_value(&b->m[k], j, mine, sizeof(mine));
+    for (int i = 0; i < b->n; i++)
+        if (i != k && call[i] == call[k] && strcmp(member_value(&b->m[i], j, theirs, sizeof(theirs)), mine) != 0)
+            return false;
+    return true;
+}
+
+/* The switch over the calls of a persistent kernel's members that are
+ * narrow (or not), each line indented by `in`. */
+static void persistent_switch(base_str *s, const batch *b, const int *call, bool narrow, const char *in)
+{
+    base_str_cat(s, "switch (m.call) {\n");
+    for (int k = 0, next = 0; k < b->n; k++) {
+        if (call[k] != next) continue; /* not a call's first member */
+        next++;
+        const member *m = &b->m[k];
+        if ((m->op.block < b->block) != narrow) continue;
+        /* in a persistent kernel the head does griddepcontrol.wait: grid_dep 0 */
+        if (m->body >= 0) {
+            base_str_printf(s, "%scase %du: opb_%d(c, r%s", in, call[k], m->body, cg_pre_arg(&m->op, false));
+            for (int j = 0; j < m->n_values; j++) {
+                char mine[48];
+                if (value_alike(b, call, k, j)) base_str_printf(s, ", %s", member_value(m, j, mine, sizeof(mine)));
+                else base_str_printf(s, ", v[%d]", j);
+            }
+            base_str_cat(s, "); break;\n");
+        } else {
+            base_str_printf(s, "%scase %du: op_%d(c, r%s); break;\n", in, call[k], m->grp->id, cg_pre_arg(&m->op, false));
+        }
+    }
+    base_str_printf(s, "%s}\n", in);
+}
+
+/* A persistent kernel (MonoNN's one kernel, Rammer's rProgram as data):
+ * its stages, members, waits and the shared bodies' constants as tables,
+ * and one loop that runs them (kg.h's kg_stage and kg_member). Each stage
+ * is a loop over its members' rTasks, the stages separated by grid
+ * barriers or, with waits (w), each rTask preceded by its wait on the
+ * counters of the members it depends on. Every member's rTask records its
+ * times in its profile slot while the runtime profiles (kg_prof_rtask). */
+static kiln_status emit_persistent(cg_emitter *e, program *pr, const batch *b, const waits *w, int stages,
+                                   int launch, const char *kname, const cg_op *all)
+{
+    base_str *s = &e->code;
+    const int id = b->m[0].grp->id;
+    /* the members in stage order (order[i] is the i-th's index in b), and their calls */
+    int *order = base_malloc(2 * (size_t)b->n * sizeof(int)), *call = order + b->n;
+    if (!order) return base_diag_add(e->d, KILN_ERR_OOM, "out of memory forming a persistent kernel");
+    persistent_calls(b, call);
+    int values = 0; /* the table's columns: up to the last constant some call reads from it */
+    for (int k = 0; k < b->n; k++)
+        for (int j = values; j < b->m[k].n_values; j++)
+            if (!value_alike(b, call, k, j)) values = j + 1;
+    int n_order = 0;
+    for (int st = 0; st < stages; st++)
+        for (int k = 0; k < b->n; k++)
+            if (b->m[k].stage == st) order[n_order++] = k;
+
+    /* the tables in constant memory, read through the constant cache into
+     * uniform registers, where they fit beside another kernel's (a 64 KB
+     * bank for the module); else in global memory. The shared bodies then
+     * know their constants are uniform: read from global memory, BERT's
+     * FFN2 body moved them into uniform registers 209 times (R2UR) and
+     * grew from 14.4 to 17.1 KB. */
+    const int64_t table_bytes = (int64_t)stages * 16 + (int64_t)b->n * (32 + 8 * values) + (w ? 8 * w->at[b->n] : 0);
+    const char *space = table_bytes + pr->constant_bytes <= MONO_CONSTANT_BYTES ? "__constant__" : "__device__ const";
+    if (table_bytes + pr->constant_bytes <= MONO_CONSTANT_BYTES) pr->constant_bytes += table_bytes;
+    if (w) base_str_printf(s, "static __device__ unsigned kg_done_%d[%d]; /* finished rTasks per member */\n", id, b->n);
+    base_str_printf(s, "static %s kg_stage kg_stages_%d[%d] = {", space, id, stages);
+    for (int st = 0, i = 0; st < stages; st++) {
+        int first = i;
+        int64_t n = 0;
+        for (; i < n_order && b->m[order[i]].stage == st; i++) n += b->m[order[i]].op.n_rtasks;
+        base_str_printf(s, "%s{%du, %du, %lldu, 0u}", !st ? "\n    " : st % 4 ? ", " : ",\n    ", first, i, (long long)n);
+    }
+    base_str_printf(s, "};\nstatic %s kg_member kg_members_%d[%d] = {", space, id, b->n);
+    int64_t first = 0;
+    for (int i = 0; i < n_order; i++) {
+        const int k = order[i];
+        const member *m = &b->m[k];
+        if (i && b->m[order[i - 1]].stage != m->stage) first = 0;
+        base_str_printf(s, "\n    {%lldu, %lldu, %du, %du, %du, %du, %du, 0u}, /* group %d */", (long long)first,
+                        (long long)(first + m->op.n_rtasks), w ? w->at[k] : 0, w ? w->at[k + 1] - w->at[k] : 0,
+                        call[k], m->op.block, k, m->grp->id);
+        first += m->op.n_rtasks;
+    }
+    base_str_cat(s, "\n};\n");
+    if (w && w->at[b->n] > 0) {
+        base_str_printf(s, "static %s kg_dep kg_deps_%d[%d] = {", space, id, w->at[b->n]);
+        for (int i = 0; i < w->at[b->n]; i++)
+            base_str_printf(s, "%s{%du, %lldu}", !i ? "\n    " : i % 8 ? ", " : ",\n    ", w->dep[i],
+                            (long long)b->m[w->dep[i]].op.n_rtasks);
+        base_str_cat(s, "};\n");
+    }
+    if (values > 0) {
+        base_str_printf(s, "/* the constants each member passes its shared body */\n"
+                           "static %s kg_u64 kg_values_%d[%d][%d] = {", space, id, b->n, values);
+        for (int i = 0; i < n_order; i++) {
+            const member *m = &b->m[order[i]];
+            base_str_cat(s, "\n    {");
+            for (int j = 0; j < KILN_MAX(1, KILN_MIN(values, m->n_values)); j++) {
+                char v[48];
+                base_str_printf(s, "%s%s", j ? ", " : "", j < m->n_values ? member_value(m, j, v, sizeof(v)) : "0ull");
+            }
+            base_str_printf(s, "}, /* group %d */", m->grp->id);
+        }
+        base_str_cat(s, "\n};\n");
+    }
+
+    cg_kernel_head(s, kname, all->block, pr->blocks_per_sm, b->m[0].op.cluster, true);
+    base_str_printf(s,
+                    "    for (unsigned st = 0; st < %du; st++) {\n"
+                    "        const kg_stage s = kg_stages_%d[st];\n"
+                    "        for (unsigned t = blockIdx.x; t < s.rtasks; t += gridDim.x) {\n"
+                    "            unsigned i = s.first;\n"
+                    "            while (i + 1u < s.end && t >= kg_members_%d[i + 1u].first) i++;\n"
+                    "            const kg_member m = kg_members_%d[i];\n",
+                    stages, id, id, id);
+    /* the constants are loaded before the wait, which hides their latency */
+    if (values > 0)
+        base_str_printf(s,
+                        "            kg_u64 v[%d];\n"
+                        "#pragma unroll\n"
+                        "            for (int j = 0; j < %d; j++) v[j] = kg_values_%d[i][j];\n",
+                        values, values, id);
+    base_str_cat(s, "            const kg_u64 kg_t0_ = kg_prof_clock(c);\n");
+    if (w && w->at[b->n] > 0)
+        base_str_printf(s,
+                        "            if (m.n_deps) kg_wait_deps(c, %du, st - 1u, kg_done_%d, kg_deps_%d + m.deps, m.n_deps);\n"
+                        "            const kg_u64 kg_t1_ = m.n_deps ? kg_prof_clock(c) : kg_t0_;\n",
+                        launch, id, id);
+    else base_str_cat(s, "            const kg_u64 kg_t1_ = kg_t0_;\n");
+    /* the narrow rOperators' calls stand apart, behind the early exit of
+     * the block's other threads: a call in a branch on threadIdx.x passes
+     * its arguments in vector registers, which the body then moves into
+     * uniform ones (BERT's FFN2 body: 209 R2UR, 17.1 KB against 14.4) */
+    bool narrow = false;
+    for (int k = 0; k < b->n; k++) narrow |= b->m[k].op.block < b->block;
+    base_str_printf(s, "            const int r = (int)(t - m.first);\n"
+                       "            %s", narrow ? "if (m.threads < blockDim.x) {\n"
+                                                  "                if (threadIdx.x < m.threads) ": "");
+    if (narrow) {
+        persistent_switch(s, b, call, true, "                ");
+        base_str_cat(s, "            } else ");
+    }
+    persistent_switch(s, b, call, false, "            ");
+    /* a narrow rTask's block meets after it (kg_signal does where there are waits) */
+    if (!w) base_str_cat(s, "            if (m.threads < blockDim.x) __syncthreads();\n");
+    base_str_printf(s, "            kg_prof_rtask(c, %du + m.counter, kg_t0_, kg_t1_);\n", pr->prof_slots);
+    if (w) base_str_printf(s, "            kg_signal(kg_done_%d + m.counter);\n", id);
+    base_str_cat(s, "        }\n");
+    if (!w) base_str_printf(s, "        if (st + 1u < %du) kg_grid_sync(c, %du, st);\n", stages, launch);
+    base_str_cat(s, "    }\n");
+    if (w) base_str_printf(s, "    kg_waits_exit(kg_done_%d, %du);\n", id, b->n);
+    else base_str_printf(s, "    kg_grid_exit(%du);\n", stages);
+    base_str_cat(s, "}\n\n");
+    base_free(order);
+    return KILN_OK;
+}
+
+/* The batch's kernel k_<first member>: a persistent kernel (more than one
+ * stage) or a kernel of one stage. */
 static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
 {
     if (b->n == 0) return KILN_OK;
@@ -865,12 +1063,14 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
         }
         base_str_printf(&pr->sites, "#define KG_SITE_%d %du\n", b->m[k].grp->id, launch);
     }
-    waits w = {0};
-    const bool use_waits = pr->waits && stages > 1;
-    if (use_waits) KILN_TRY(plan_waits(e, b, &w));
+    for (int st = 0; st < stages; st++) {
+        int64_t n = 0;
+        for (int k = 0; k < b->n; k++)
+            if (b->m[k].stage == st) n += b->m[k].op.n_rtasks;
+        if (n > INT32_MAX) return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "a stage of more than 2^31 rTasks");
+        all.n_rtasks = KILN_MAX(all.n_rtasks, n);
+    }
     base_str *s = &e->code;
-    if (use_waits) base_str_printf(s, "static __device__ unsigned kg_done_%d[%d]; /* finished rTasks per member */\n",
-                                   b->m[0].grp->id, b->n);
     if (b->n > 1) {
         base_str_printf(s, "/* %s: groups", stages > 1 ? "persistent kernel" : "wave");
         for (int k = 0; k < b->n; k++) base_str_printf(s, " %d", b->m[k].grp->id);
@@ -882,54 +1082,23 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
     }
     char kname[32];
     snprintf(kname, sizeof(kname), "k_%d", b->m[0].grp->id);
-    /* a persistent kernel bounds registers within a multiprocessor's share
-     * too; a clustered rOperator is alone in its kernel (add_member) */
-    /* a kernel of one stage whose rOperators can all wait inside their
-     * rTasks leaves griddepcontrol.wait to them: they first initialise
-     * their barriers and copy their weights' first k-tiles. (Persistent
-     * kernels wait before the call: inside, with the counters passed in,
-     * BERT b1 and ViT ran 5% slower on an H100, with or without the
-     * early copies.) */
-    bool rtask_dep = stages == 1;
-    for (int k = 0; k < b->n; k++) rtask_dep &= b->m[k].op.prewait;
-    cg_kernel_head(s, kname, all.block, stages > 1 ? pr->blocks_per_sm : 0, b->m[0].op.cluster, !rtask_dep);
-    for (int st = 0; st < stages; st++) {
-        int64_t n = 0;
-        for (int k = 0; k < b->n; k++)
-            if (b->m[k].stage == st) n += b->m[k].op.n_rtasks;
-        if (n > INT32_MAX) {
-            waits_free(&w);
-            return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "a stage of more than 2^31 rTasks");
+    if (stages == 1) {
+        emit_stage_kernel(s, b, kname, &all);
+    } else {
+        waits w = {0};
+        const bool use_waits = pr->waits;
+        if (use_waits) KILN_TRY(plan_waits(e, b, &w));
+        kiln_status st = emit_persistent(e, pr, b, use_waits ? &w : NULL, stages, launch, kname, &all);
+        if (st == KILN_OK) {
+            if (use_waits) pr->n_waits += w.at[b->n];
+            for (int k = 0; k < b->n; k++) prof_slot_line(pr, kname, &b->m[k]);
+            pr->prof_slots += b->n;
+            list_batch(pr, b, use_waits ? &w : NULL, &all, stages, launch);
         }
-        all.n_rtasks = KILN_MAX(all.n_rtasks, n);
-        if (stages > 1) base_str_printf(s, "    /* stage %d */\n", st);
-        base_str_printf(s, "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) {\n", (long long)n);
-        int64_t first = 0;
-        bool any = false;
-        for (int k = 0; k < b->n; k++) {
-            if (b->m[k].stage != st) continue;
-            int64_t end = first + b->m[k].op.n_rtasks;
-            if (end == n && !any) base_str_cat(s, "        ");
-            else if (end == n) base_str_cat(s, "        else ");
-            else base_str_printf(s, "        %sif (t < %lld) ", any ? "else " : "", (long long)end);
-            member_call(s, b, use_waits ? &w : NULL, k, first, launch, stages > 1 ? pr->prof_slots + k : -1,
-                        rtask_dep);
-            any = true;
-            first = end;
-        }
-        base_str_cat(s, "    }\n");
-        if (st + 1 < stages && !use_waits) base_str_printf(s, "    kg_grid_sync(c, %du, %du);\n", launch, st);
+        waits_free(&w);
+        KILN_TRY(st);
     }
-    if (use_waits) base_str_printf(s, "    kg_waits_exit(kg_done_%d, %du);\n", b->m[0].grp->id, b->n);
-    else if (stages > 1) base_str_printf(s, "    kg_grid_exit(%du);\n", stages);
-    if (use_waits) pr->n_waits += w.at[b->n];
-    base_str_cat(s, "}\n\n");
-    if (stages > 1) {
-        for (int k = 0; k < b->n; k++) prof_slot_line(pr, kname, &b->m[k]);
-        pr->prof_slots += b->n;
-    }
-    list_batch(pr, b, use_waits ? &w : NULL, &all, stages, launch);
-    waits_free(&w);
+    if (stages == 1) list_batch(pr, b, NULL, &all, stages, launch);
     pr->kernels++;
     if (pr->mono) {
         pr->groups += b->n;
@@ -951,8 +1120,11 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
  * __forceinline__ for one inlined because of its warpgroup MMAs); NULL:
  * none (one share.c rewrote: its op_<id> calls a noinline body) */
 static kiln_status add_member(cg_emitter *e, program *pr, batch *b, const sched_group *grp, const cg_op *op,
-                              const char *proto)
+                              const char *proto, const cg_share_call *call)
 {
+    const char *values = NULL;
+    if (call && call->body >= 0 && !(values = base_arena_strdup(&pr->names, call->values)))
+        return base_diag_add(e->d, KILN_ERR_OOM, "out of memory forming kernels");
     /* a clustered rOperator's rTasks pair up by block index: a kernel of its own */
     bool fits = b->n == 0 || (kernel_block(pr, op) == b->block && op->cluster < 2 && b->m[0].op.cluster < 2);
     int stage = !fits || !b->n ? 0 : pr->unmerged ? b->m[b->n - 1].stage + 1 : stage_for(e, b, grp, op);
@@ -969,7 +1141,8 @@ static kiln_status add_member(cg_emitter *e, program *pr, batch *b, const sched_
         b->cap = cap;
     }
     if (b->n == 0) b->block = kernel_block(pr, op);
-    b->m[b->n++] = (member){.grp = grp, .op = *op, .stage = stage};
+    b->m[b->n++] = (member){.grp = grp, .op = *op, .stage = stage, .body = values ? call->body : -1,
+                            .n_values = values ? call->n_values : 0, .values = values};
     if (pr->mono && proto)
         base_str_printf(&pr->sites, "static __device__ %s void op_%d(const kiln_gctx *c, int t%s);\n", proto,
                         grp->id, op->prewait ? CG_PRE_PARAM : "");
@@ -1017,7 +1190,7 @@ static kiln_status emit_output_copies(cg_emitter *e, program *pr, batch *b, sche
     base_str_cat(&e->code, "}\n\n");
     /* it reads inputs and constants, and writes outputs no group writes: it
      * joins whatever kernel is open */
-    return add_member(e, pr, b, grp, &op, "__noinline__");
+    return add_member(e, pr, b, grp, &op, "__noinline__", NULL);
 }
 
 /* Appends op_<grp->id> to e->code and fills *op (emit_group; emit_waves
@@ -1068,9 +1241,12 @@ static kiln_status emit_group(cg_emitter *e, program *pr, batch *b, target_outpu
      * into the kernel (ViT-B/16's mono kernel: 1.3 MB of sm_90a code
      * instead of 0.45 MB, ptxas 36 s instead of 4.5 s) */
     const bool inlined = pr->inline_wgmma && op.wgmma;
-    bool rewritten = false;
-    if (pr->share && !inlined) KILN_TRY(cg_share_op(e, pr->share, grp->id, start, &rewritten));
-    return add_member(e, pr, b, grp, &op, inlined ? "__forceinline__" : rewritten ? NULL : "__noinline__");
+    cg_share_call call = {.body = -1};
+    if (pr->share && !inlined) KILN_TRY(cg_share_op(e, pr->share, grp->id, start, &call));
+    kiln_status st =
+        add_member(e, pr, b, grp, &op, inlined ? "__forceinline__" : call.body >= 0 ? NULL : "__noinline__", &call);
+    base_free(call.values);
+    return st;
 }
 
 /* ---- --schedule=waves (Rammer 3.3, Algorithm 1) ------------------------------------------ *
@@ -1176,7 +1352,7 @@ static kiln_status emit_wave(cg_emitter *e, program *pr, batch *b, wave_member *
         st = flush_batch(e, pr, b);
         for (int i = 0; i < n && st == KILN_OK; i++) {
             if (added[i] || kernel_block(pr, &m[i].op) != pr->wave_block) continue;
-            st = add_member(e, pr, b, m[i].grp, &m[i].op, NULL);
+            st = add_member(e, pr, b, m[i].grp, &m[i].op, NULL, NULL);
             added[i] = true;
             left--;
         }

@@ -113,10 +113,10 @@ static bool canonicalise(const char *fn, const char *name, base_str *canon, base
     return !canon->oom && !values->oom;
 }
 
-kiln_status cg_share_op(cg_emitter *e, cg_share *sh, int id, size_t start, bool *rewritten)
+kiln_status cg_share_op(cg_emitter *e, cg_share *sh, int id, size_t start, cg_share_call *call)
 {
     base_str *code = &e->code;
-    *rewritten = false;
+    *call = (cg_share_call){.body = -1};
     if (!sh || code->oom || start >= code->len) return KILN_OK;
     char name[32], def[80];
     snprintf(name, sizeof(name), "op_%d", id);
@@ -185,13 +185,15 @@ kiln_status cg_share_op(cg_emitter *e, cg_share *sh, int id, size_t start, bool 
         base_str_printf(&out, "static __device__ __forceinline__ void %s(const kiln_gctx *c, int t%s) { opb_%d(c, t%s%s%s); }\n\n",
                         name, pre ? CG_PRE_PARAM : "", b->id, pre ? ", grid_dep" : "", n_values ? ", " : "",
                         base_str_get(&values));
-        if (out.oom) st = base_diag_add(e->d, KILN_ERR_OOM, "out of memory sharing rOperator code");
+        char *copy = out.oom ? NULL : base_malloc(values.len + 1);
+        if (!copy) st = base_diag_add(e->d, KILN_ERR_OOM, "out of memory sharing rOperator code");
         else {
             code->len = start;
             code->buf[start] = '\0';
             base_str_cat(code, base_str_get(&out));
             sh->rewritten++;
-            *rewritten = true;
+            memcpy(copy, base_str_get(&values), values.len + 1);
+            *call = (cg_share_call){.body = b->id, .n_values = n_values, .values = copy};
         }
         base_str_free(&out);
     }

@@ -340,17 +340,50 @@ static __device__ __forceinline__ void kg_signal(unsigned *done)
     if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(done) : "memory");
 }
 
-/* The block waits until cond (acquire loads of counters, joined with & so
- * that they are all in flight at once) holds; uniform across the block. */
-#define KG_WAIT(c, launch, stage, cond)                                                                   \
-    do {                                                                                                  \
-        if (threadIdx.x == 0) {                                                                           \
-            unsigned long long kg_start_ = 0;                                                             \
-            for (unsigned kg_i_ = 1; !(cond); kg_i_++)                                                    \
-                if (kg_wait_expired((c), (launch), (stage), kg_i_, &kg_start_)) break;                    \
-        }                                                                                                 \
-        __syncthreads();                                                                                  \
-    } while (0)
+/* ---- a persistent kernel's rProgram as data (emit.c) ---------------------------- *
+ * A persistent kernel holds one loop that runs its stages from tables, not
+ * code of its own for each member: the code of a member's wait, profile
+ * and signal was 3 KB of sm_90a code (BERT-base: 323 KB in all, with
+ * 107 KB of bodies), fetched cold by every block once a run, and it pushed
+ * the shared bodies out of the instruction cache between layers. A stage's
+ * members are kg_members[first .. end), their rTasks numbered 0 .. rtasks
+ * - 1 in that order; a member's rTask t is its own t - first. */
+typedef struct __align__(16) kg_stage {
+    unsigned first, end; /* its members in the kernel's kg_member table */
+    unsigned rtasks;     /* all of theirs */
+    unsigned pad;
+} kg_stage;
+
+typedef struct __align__(16) kg_member {
+    unsigned first, end;  /* its rTasks' numbers in the stage */
+    unsigned deps, n_deps; /* its waits: the kernel's kg_dep table [deps, deps + n_deps) */
+    unsigned call;        /* which call of the kernel's switch runs an rTask */
+    unsigned threads;     /* the block's first `threads` run it (a narrow rOperator's early exit) */
+    unsigned counter;     /* its completion counter and profile slot, counted from the kernel's first */
+    unsigned pad;
+} kg_member;
+
+typedef struct kg_dep {
+    unsigned counter; /* a member it waits for */
+    unsigned rtasks;  /* until that member has finished this many rTasks: all of them */
+} kg_dep;
+
+/* The block waits until each of the n counters in d has reached its count
+ * (acquire loads); uniform across the block. stage: the stage before the
+ * waiting one, for the watchdog's fault. */
+static __device__ __forceinline__ void kg_wait_deps(const kiln_gctx *c, unsigned launch, unsigned stage,
+                                                    const unsigned *done, const kg_dep *d, unsigned n)
+{
+    if (threadIdx.x == 0) {
+        unsigned long long start = 0;
+        for (unsigned i = 1;; i++) {
+            bool ready = true;
+            for (unsigned j = 0; j < n; j++) ready &= kg_ld_acquire(done + d[j].counter) >= d[j].rtasks;
+            if (ready || kg_wait_expired(c, launch, stage, i, &start)) break;
+        }
+    }
+    __syncthreads();
+}
 
 static __device__ __noinline__ void kg_waits_exit(unsigned *done, unsigned n)
 {
