@@ -37,6 +37,9 @@
 /* kg_rows.cuh's KG_ROW_MULTI_CHUNKS: chunks a thread holds over the rows
  * of its warp (kg_rows_held). */
 #define ROW_MULTI_CHUNKS 64
+/* kg_rows.cuh's KG_ROW_PRE_CHUNKS: the most chunks of a row whose g and b
+ * are loaded ahead. */
+#define ROW_PRE_CHUNKS 4
 /* A persistent kernel's thread holds rows in the registers of its share
  * but ROWS_MONO_REGS_OTHER, each row costing its floats and
  * ROWS_MONO_REGS_ROW more (its sums, addresses, g and b): layer norm's
@@ -194,7 +197,9 @@ static void plan_mono(const cg_mono_ctx *m, const sched_group *grp, rows_plan *r
 {
     if (!rp->team_block && rp->held) {
         int per_row = rp->per * rp->vec + ROWS_MONO_REGS_ROW;
-        int cap = KILN_MIN(ROW_MULTI_CHUNKS / rp->per, (m->regs - ROWS_MONO_REGS_OTHER) / per_row);
+        /* a row of a few chunks has its g and b loaded ahead, 16 floats a chunk (kg_rows.cuh kg_row_gb) */
+        int other = ROWS_MONO_REGS_OTHER + (rp->per <= ROW_PRE_CHUNKS ? 16 * rp->per : 0);
+        int cap = KILN_MIN(ROW_MULTI_CHUNKS / rp->per, (m->regs - other) / per_row);
         rp->rows_a_warp = cg_mono_factor(m, rp->n_rtasks, cap);
         rp->n_rtasks = cdiv(rp->rows, (int64_t)(rp->block / 32) * rp->rows_a_warp);
     }

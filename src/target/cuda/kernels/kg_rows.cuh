@@ -43,6 +43,9 @@
 
 /* Chunks a thread keeps in registers (each at most 8 floats). */
 #define KG_ROW_HELD 16
+/* The most chunks a thread's row may have for kg_row and kg_rows_held to
+ * load g and b ahead (kg_row_gb): 16 registers a chunk. */
+#define KG_ROW_PRE_CHUNKS 4
 /* kg_rows_held: rows a warp takes at once, and the chunks a thread then
  * holds over all of them. */
 #define KG_ROW_MULTI 32
@@ -228,7 +231,8 @@ static __device__ __forceinline__ void kg_row_load(const kg_rows *p, kg_i64 base
  * v holds the chunk: loaded first when `load` (kg_row_load, hint hx): in
  * pass 0, or in every pass when the row is not held in registers. */
 static __device__ __forceinline__ void kg_row_chunk(const kg_rows *p, kg_i64 base, int c, int pass, bool held, bool load,
-                                                    int hx, int hg, float *v, float a, float s, float *acc)
+                                                    int hx, int hg, float *v, float a, float s, float *acc,
+                                                    const float *gb, bool pre)
 {
     const bool soft = p->op == KG_ROW_SOFTMAX || p->op == KG_ROW_LOG_SOFTMAX;
     if (load) kg_row_load(p, base, c, hx, v);
@@ -259,7 +263,10 @@ static __device__ __forceinline__ void kg_row_chunk(const kg_rows *p, kg_i64 bas
         return;
     }
     float gv[8], bv[8];
-    if (!soft) {
+    if (!soft && pre) {
+#pragma unroll
+        for (int j = 0; j < 8; j++) gv[j] = gb[j], bv[j] = gb[8 + j];
+    } else if (!soft) {
 #pragma unroll
         for (int j = 0; j < 8; j++) gv[j] = 1.0f, bv[j] = 0.0f;
         if (p->g) kg_ld_nh(p->g, c, p->sg, p->vec, hg, gv);
@@ -278,23 +285,45 @@ static __device__ __forceinline__ void kg_row_chunk(const kg_rows *p, kg_i64 bas
 
 /* One pass over the thread's chunks (kg_row_chunk; hints hx, hg): unrolled
  * over the registers when the row is held, a plain loop reading x again
- * otherwise. */
+ * otherwise. With pre, a held row's g and b are in gb, 16 floats a chunk
+ * (kg_row_gb); else they are loaded here. (A flag, not a NULL gb: a
+ * pointer chosen at run time puts the array in local memory, where each
+ * load waited for the one before; mono's layer norm rTasks took twice as
+ * long.) */
 static __device__ __forceinline__ void kg_row_pass(const kg_rows *p, kg_i64 base, int pass, int hx, int hg, float *v,
-                                                   float a, float s, float *acc)
+                                                   float a, float s, float *acc, const float *gb, bool pre)
 {
     const int nt = p->block ? blockDim.x : 32, r = p->block ? threadIdx.x : (threadIdx.x & 31);
     if (p->held) {
 #pragma unroll
         for (int k = 0; k < KG_ROW_HELD; k++) {
             if (k >= p->per) break;
-            kg_row_chunk(p, base, kg_row_col(p, k, nt, r), pass, true, pass == 0, hx, hg, v + 8 * k, a, s, acc);
+            kg_row_chunk(p, base, kg_row_col(p, k, nt, r), pass, true, pass == 0, hx, hg, v + 8 * k, a, s, acc,
+                         gb + 16 * (k < KG_ROW_PRE_CHUNKS ? k : 0), pre);
         }
     } else {
 #pragma unroll 1
         for (int k = 0; k < p->per; k++) {
             float t[8];
-            kg_row_chunk(p, base, kg_row_col(p, k, nt, r), pass, false, true, hx, hg, t, a, s, acc);
+            kg_row_chunk(p, base, kg_row_col(p, k, nt, r), pass, false, true, hx, hg, t, a, s, acc, gb, false);
         }
+    }
+}
+
+/* g's and b's values (1 and 0 where absent) of this thread's chunks of a
+ * row of at most KG_ROW_PRE_CHUNKS, 16 floats a chunk (kg_row_pass's gb). */
+static __device__ __forceinline__ void kg_row_gb(const kg_rows *p, int hg, float *gb)
+{
+    const int nt = p->block ? blockDim.x : 32, r = p->block ? threadIdx.x : (threadIdx.x & 31);
+#pragma unroll
+    for (int k = 0; k < KG_ROW_PRE_CHUNKS; k++) {
+        if (k >= p->per) break;
+        const int c = kg_row_col(p, k, nt, r);
+#pragma unroll
+        for (int j = 0; j < 8; j++) gb[16 * k + j] = 1.0f, gb[16 * k + 8 + j] = 0.0f;
+        if (c < 0) continue;
+        if (p->g) kg_ld_nh(p->g, c, p->sg, p->vec, hg, gb + 16 * k);
+        if (p->b) kg_ld_nh(p->b, c, p->sb, p->vec, hg, gb + 16 * k + 8);
     }
 }
 
@@ -328,7 +357,7 @@ static __device__ __forceinline__ void kg_row(const kg_rows *p, kg_i64 row, int 
 {
     const bool soft = p->op == KG_ROW_SOFTMAX || p->op == KG_ROW_LOG_SOFTMAX;
     const kg_i64 base = row * (kg_i64)p->cols;
-    float v[KG_ROW_HELD * 8];
+    float v[KG_ROW_HELD * 8], gb[KG_ROW_PRE_CHUNKS * 16];
     float a = soft ? -__int_as_float(0x7f800000) : 0.0f, s = 0.0f;
     if (soft && !p->held) {
         kg_row_online(p, base, hx, &a, &s);
@@ -336,14 +365,18 @@ static __device__ __forceinline__ void kg_row(const kg_rows *p, kg_i64 row, int 
         float u = m == -__int_as_float(0x7f800000) ? 0.0f : m;
         s = kg_team_sum(s * expf(a - u), p->block);
         s = p->op == KG_ROW_SOFTMAX ? 1.0f / s : logf(s);
-        kg_row_pass(p, base, 2, hx, hg, v, m, s, NULL);
+        kg_row_pass(p, base, 2, hx, hg, v, m, s, NULL, gb, false);
         return;
     }
+    /* a held row of a few chunks loads g and b first, alongside x, rather
+     * than after its sums (their latency was the last in its chain) */
+    const bool pre = !soft && p->held && p->per <= KG_ROW_PRE_CHUNKS && (p->g || p->b) && p->op != KG_ROW_MEAN;
+    if (pre) kg_row_gb(p, hg, gb);
     /* Sums are taken about the row's first element (the shifted-data
      * algorithm): a row of 1000 + N(0, 1) keeps its digits. */
     float shift = 0.0f;
     if (!soft && p->op != KG_ROW_RMS_NORM) kg_ld_nh(p->x, base, p->sx, 1, hx, &shift);
-    kg_row_pass(p, base, 0, hx, hg, v, shift, 0.0f, &a);
+    kg_row_pass(p, base, 0, hx, hg, v, shift, 0.0f, &a, gb, false);
     if (soft) {
         a = kg_team_max(a, p->block);
     } else {
@@ -353,16 +386,16 @@ static __device__ __forceinline__ void kg_row(const kg_rows *p, kg_i64 row, int 
             return;
         }
         if (p->op == KG_ROW_RMS_NORM) {
-            kg_row_pass(p, base, 2, hx, hg, v, 0.0f, 1.0f / sqrtf(a + p->eps), NULL);
+            kg_row_pass(p, base, 2, hx, hg, v, 0.0f, 1.0f / sqrtf(a + p->eps), NULL, gb, pre);
             return;
         }
     }
-    kg_row_pass(p, base, 1, hx, hg, v, a, 0.0f, &s);
+    kg_row_pass(p, base, 1, hx, hg, v, a, 0.0f, &s, gb, false);
     s = kg_team_sum(s, p->block);
     if (p->op == KG_ROW_SOFTMAX) s = 1.0f / s;
     else if (p->op == KG_ROW_LOG_SOFTMAX) s = logf(s);
     else s = 1.0f / sqrtf(s / (float)p->cols + p->eps);
-    kg_row_pass(p, base, 2, hx, hg, v, a, s, NULL);
+    kg_row_pass(p, base, 2, hx, hg, v, a, s, NULL, gb, pre);
 }
 
 /* rTask t: rows t*(blockDim.x/32) .. (one per warp), or row t (block team). */
@@ -392,6 +425,10 @@ static __device__ __forceinline__ void kg_rows_held(const kg_rows *p, kg_i64 row
 {
     const bool soft = p->op == KG_ROW_SOFTMAX || p->op == KG_ROW_LOG_SOFTMAX;
     float v[KG_ROW_MULTI_CHUNKS * 8], shift[KG_ROW_MULTI], a[KG_ROW_MULTI], s[KG_ROW_MULTI];
+    /* g and b first (the same columns for every row; kg_row) */
+    float gb[KG_ROW_PRE_CHUNKS * 16];
+    const bool pre = !soft && p->per <= KG_ROW_PRE_CHUNKS && (p->g || p->b) && p->op != KG_ROW_MEAN;
+    if (pre) kg_row_gb(p, hg, gb);
     /* loads: every row's chunks, and the first elements its sums are taken about (kg_row) */
 #pragma unroll
     for (int j = 0; j < KG_ROW_MULTI; j++) {
@@ -414,7 +451,8 @@ static __device__ __forceinline__ void kg_rows_held(const kg_rows *p, kg_i64 row
 #pragma unroll
         for (int k = 0; k < KG_ROW_HELD; k++) {
             if (k >= p->per) break;
-            kg_row_chunk(p, base, kg_held_col(p, row, k), 0, true, false, hx, hg, v + 8 * (j * p->per + k), shift[j], 0.0f, a + j);
+            kg_row_chunk(p, base, kg_held_col(p, row, k), 0, true, false, hx, hg, v + 8 * (j * p->per + k), shift[j], 0.0f, a + j,
+                         gb, false);
         }
     }
 #pragma unroll
@@ -441,7 +479,8 @@ static __device__ __forceinline__ void kg_rows_held(const kg_rows *p, kg_i64 row
 #pragma unroll
         for (int k = 0; k < KG_ROW_HELD; k++) {
             if (k >= p->per) break;
-            kg_row_chunk(p, base, kg_held_col(p, row, k), 1, true, false, hx, hg, v + 8 * (j * p->per + k), a[j], 0.0f, s + j);
+            kg_row_chunk(p, base, kg_held_col(p, row, k), 1, true, false, hx, hg, v + 8 * (j * p->per + k), a[j], 0.0f, s + j,
+                         gb, false);
         }
     }
 #pragma unroll
@@ -465,7 +504,8 @@ static __device__ __forceinline__ void kg_rows_held(const kg_rows *p, kg_i64 row
 #pragma unroll
         for (int k = 0; k < KG_ROW_HELD; k++) {
             if (k >= p->per) break;
-            kg_row_chunk(p, base, kg_held_col(p, row, k), 2, true, false, hx, hg, v + 8 * (j * p->per + k), a[j], s[j], NULL);
+            kg_row_chunk(p, base, kg_held_col(p, row, k), 2, true, false, hx, hg, v + 8 * (j * p->per + k), a[j], s[j], NULL,
+                         gb + 16 * (k < KG_ROW_PRE_CHUNKS ? k : 0), pre);
         }
     }
 }
