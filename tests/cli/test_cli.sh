@@ -152,6 +152,16 @@ if [ -d "$data/node/test_add_bcast" ]; then
     expect cuda_mono_profile_slots 0 "10" -- sh -c "'$kiln' compile '$ln' --target cuda --schedule mono \
         -o '$tmp/ln_mono1.kiln' --emit-source '$tmp/ln_mono_src' >/dev/null 2>&1 && \
         sed -n '/kg_prof_slots\[\] =/,/^;/p' '$tmp/ln_mono_src/model.cu' | grep -c '^\"k_3 1 '"
+    # the persistent kernel's rProgram as tables in constant memory: its 6
+    # stages, 10 members and 11 waits (emit_persistent), a call for each of
+    # the 8 bodies, and the 2 bodies that two members share taking the
+    # constants they pass differently from kg_values (the rest written in)
+    expect cuda_mono_tables 0 "3" -- grep -cE \
+        "^static __constant__ kg_(stage kg_stages_[0-9]+\[6\]|member kg_members_[0-9]+\[10\]|dep kg_deps_[0-9]+\[11\]) = \{" \
+        "$tmp/ln_mono_src/model.cu"
+    expect cuda_mono_calls 0 "8" -- grep -cE "^ +case [0-9]+u: opb_[0-9]+\(c, r" "$tmp/ln_mono_src/model.cu"
+    expect cuda_mono_values_shared 0 "2" -- grep -cE "case [0-9]+u: opb_[0-9]+\(c, r, v\[0\], v\[1\]\); break;" \
+        "$tmp/ln_mono_src/model.cu"
 fi
 
 # kiln tune: the options, and a clear refusal without a GPU (CI has none)
@@ -384,6 +394,8 @@ PY
         "$tmp/att_mono-barriers/model.cu"
     expect cuda_narrow_signal_meets 1 "0" -- grep -cF "if (m.threads < blockDim.x) __syncthreads();" \
         "$tmp/att_mono/model.cu"
+    # a body per member: every constant is written into its call, no table
+    expect cuda_mono_no_values 1 "0" -- grep -c "kg_values_" "$tmp/att_mono/model.cu"
     expect cuda_narrow_own_barriers 1 "0" -- sh -c "sed -n '/kg_att_mma_rtask(const kg_att/,/^}/p' \
         '$tmp/att_mono/model.cu' | grep -c '__syncthreads\|blockDim'"
     # GEMM tiles are narrow too (all but the producer-warp ones): a 128 x 768 x
