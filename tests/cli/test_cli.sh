@@ -633,6 +633,23 @@ print("%d out, %d in and out, %d in, %d NHWC" % (t.count("NHWC out]"), t.count("
     expect cuda_conv_nhwc_between_convs 0 "1 out, 10 in and out, 1 in" -- python3 -c "$nhwc_count" "$tmp/convs.txt"
     KILN_CONV_NHWC=0 "$kiln" inspect "$tmp/convs.onnx" --schedule kernels --precision fp16 >"$tmp/convs0.txt" 2>&1
     expect cuda_conv_nhwc_off 0 ", 0 NHWC" -- python3 -c "$nhwc_count" "$tmp/convs0.txt"
+
+    # A persistent kernel whose tables outgrow their share of constant
+    # memory (48 KB: 800 softmaxes in a row, 800 stages and members) keeps
+    # them in global memory, and builds
+    python3 - "$tmp/chain.onnx" <<'PY'
+import sys
+import onnx
+from onnx import TensorProto, helper
+nodes = [helper.make_node("Softmax", ["x" if i == 0 else "t%d" % (i - 1)], ["t%d" % i], axis=-1) for i in range(800)]
+g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 64])],
+                      [helper.make_tensor_value_info("t799", TensorProto.FLOAT, [16, 64])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_mono_tables_global_build 0 "stages 800" -- "$kiln" compile "$tmp/chain.onnx" -o "$tmp/chain.kiln" \
+        --target cuda --precision fp16 --schedule mono --emit-source "$tmp/chain"
+    expect cuda_mono_tables_global 0 "2" -- grep -cE \
+        "^static __device__ const kg_(stage kg_stages_0\[800\]|member kg_members_0\[800\]) = \{" "$tmp/chain/model.cu"
 fi
 
 echo "cli: $passed passed, $failed failed"
