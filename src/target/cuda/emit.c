@@ -856,16 +856,23 @@ static void emit_stage_kernel(base_str *s, const batch *b, const char *kname, co
 
 /* call[k]: the case of member k's call in a persistent kernel's switch,
  * one for each shared body (share.c) of one width and one for each member
- * that keeps its own code, numbered in order of first use. */
-static void persistent_calls(const batch *b, int *call)
+ * that keeps its own code, numbered in order of first use; first[c]: the
+ * first member of call c. Returns the number of calls. */
+static int persistent_calls(const batch *b, int *call, int *first)
 {
     int calls = 0;
     for (int k = 0; k < b->n; k++) {
         call[k] = -1;
-        for (int j = 0; j < k && call[k] < 0 && b->m[k].body >= 0; j++)
-            if (b->m[j].body == b->m[k].body && b->m[j].op.block == b->m[k].op.block) call[k] = call[j];
-        if (call[k] < 0) call[k] = calls++;
+        for (int c = 0; c < calls && call[k] < 0 && b->m[k].body >= 0; c++) {
+            const member *f = &b->m[first[c]];
+            if (f->body == b->m[k].body && f->op.block == b->m[k].op.block) call[k] = c;
+        }
+        if (call[k] < 0) {
+            first[calls] = k;
+            call[k] = calls++;
+        }
     }
+    return calls;
 }
 
 /* The j-th of a member's ", "-joined constants (share.c prints numbers
@@ -882,22 +889,27 @@ static const char *member_value(const member *m, int j, char *buf, size_t n)
     return buf;
 }
 
-/* Whether every member of member k's call passes its j-th constant
- * alike: then the call writes it as it is, and the body is compiled for
- * it (BERT's fault sites, a body of one member). */
-static bool value_alike(const batch *b, const int *call, int k, int j)
+/* differ[c * width + j]: whether the members of call c pass their j-th
+ * constant differently; where they do not, the call writes it as it is
+ * and the body is compiled for it (BERT's fault sites, a body of one
+ * member). width: the most constants a member passes. */
+static void persistent_differ(const batch *b, const int *call, const int *first, int width, bool *differ)
 {
-    char mine[48], theirs[48];
-    member_value(&b->m[k], j, mine, sizeof(mine));
-    for (int i = 0; i < b->n; i++)
-        if (i != k && call[i] == call[k] && strcmp(member_value(&b->m[i], j, theirs, sizeof(theirs)), mine) != 0)
-            return false;
-    return true;
+    for (int k = 0; k < b->n; k++)
+        for (int j = 0; j < b->m[k].n_values; j++) {
+            char mine[48], theirs[48];
+            const int c = call[k];
+            if (!differ[c * width + j] && strcmp(member_value(&b->m[k], j, mine, sizeof(mine)),
+                                                 member_value(&b->m[first[c]], j, theirs, sizeof(theirs))) != 0)
+                differ[c * width + j] = true;
+        }
 }
 
 /* The switch over the calls of a persistent kernel's members that are
- * narrow (or not), each line indented by `in`. */
-static void persistent_switch(base_str *s, const batch *b, const int *call, bool narrow, const char *in)
+ * narrow (or not), each line indented by `in` (differ, width:
+ * persistent_differ). */
+static void persistent_switch(base_str *s, const batch *b, const int *call, const bool *differ, int width, bool narrow,
+                              const char *in)
 {
     base_str_cat(s, "switch (m.call) {\n");
     for (int k = 0, next = 0; k < b->n; k++) {
@@ -910,8 +922,8 @@ static void persistent_switch(base_str *s, const batch *b, const int *call, bool
             base_str_printf(s, "%scase %du: opb_%d(c, r%s", in, call[k], m->body, cg_pre_arg(&m->op, false));
             for (int j = 0; j < m->n_values; j++) {
                 char mine[48];
-                if (value_alike(b, call, k, j)) base_str_printf(s, ", %s", member_value(m, j, mine, sizeof(mine)));
-                else base_str_printf(s, ", v[%d]", j);
+                if (differ[call[k] * width + j]) base_str_printf(s, ", v[%d]", j);
+                else base_str_printf(s, ", %s", member_value(m, j, mine, sizeof(mine)));
             }
             base_str_cat(s, "); break;\n");
         } else {
@@ -933,14 +945,23 @@ static kiln_status emit_persistent(cg_emitter *e, program *pr, const batch *b, c
 {
     base_str *s = &e->code;
     const int id = b->m[0].grp->id;
-    /* the members in stage order (order[i] is the i-th's index in b), and their calls */
-    int *order = base_malloc(2 * (size_t)b->n * sizeof(int)), *call = order + b->n;
-    if (!order) return base_diag_add(e->d, KILN_ERR_OOM, "out of memory forming a persistent kernel");
-    persistent_calls(b, call);
+    /* the members in stage order (order[i] is the i-th's index in b), their
+     * calls, and the constants each call's members pass differently */
+    int width = 1;
+    for (int k = 0; k < b->n; k++) width = KILN_MAX(width, b->m[k].n_values);
+    int *order = base_malloc(3 * (size_t)b->n * sizeof(int)), *call = order + b->n, *first_member = call + b->n;
+    bool *differ = base_calloc((size_t)b->n * (size_t)width, sizeof(bool));
+    if (!order || !differ) {
+        base_free(order);
+        base_free(differ);
+        return base_diag_add(e->d, KILN_ERR_OOM, "out of memory forming a persistent kernel");
+    }
+    const int calls = persistent_calls(b, call, first_member);
+    persistent_differ(b, call, first_member, width, differ);
     int values = 0; /* the table's columns: up to the last constant some call reads from it */
-    for (int k = 0; k < b->n; k++)
-        for (int j = values; j < b->m[k].n_values; j++)
-            if (!value_alike(b, call, k, j)) values = j + 1;
+    for (int c = 0; c < calls; c++)
+        for (int j = values; j < width; j++)
+            if (differ[c * width + j]) values = j + 1;
     int n_order = 0;
     for (int st = 0; st < stages; st++)
         for (int k = 0; k < b->n; k++)
@@ -1030,10 +1051,10 @@ static kiln_status emit_persistent(cg_emitter *e, program *pr, const batch *b, c
                        "            %s", narrow ? "if (m.threads < blockDim.x) {\n"
                                                   "                if (threadIdx.x < m.threads) ": "");
     if (narrow) {
-        persistent_switch(s, b, call, true, "                ");
+        persistent_switch(s, b, call, differ, width, true, "                ");
         base_str_cat(s, "            } else ");
     }
-    persistent_switch(s, b, call, false, "            ");
+    persistent_switch(s, b, call, differ, width, false, "            ");
     /* a narrow rTask's block meets after it (kg_signal does where there are waits) */
     if (!w) base_str_cat(s, "            if (m.threads < blockDim.x) __syncthreads();\n");
     base_str_printf(s, "            kg_prof_rtask(c, %du + m.counter, kg_t0_, kg_t1_);\n", pr->prof_slots);
@@ -1045,6 +1066,7 @@ static kiln_status emit_persistent(cg_emitter *e, program *pr, const batch *b, c
     else base_str_printf(s, "    kg_grid_exit(%du);\n", stages);
     base_str_cat(s, "}\n\n");
     base_free(order);
+    base_free(differ);
     return KILN_OK;
 }
 
