@@ -974,8 +974,9 @@ static kiln_status emit_persistent(cg_emitter *e, program *pr, const batch *b, c
      * FFN2 body moved them into uniform registers 209 times (R2UR) and
      * grew from 14.4 to 17.1 KB. */
     const int64_t table_bytes = (int64_t)stages * 16 + (int64_t)b->n * (32 + 8 * values) + (w ? 8 * w->at[b->n] : 0);
-    const char *space = table_bytes + pr->constant_bytes <= MONO_CONSTANT_BYTES ? "__constant__" : "__device__ const";
-    if (table_bytes + pr->constant_bytes <= MONO_CONSTANT_BYTES) pr->constant_bytes += table_bytes;
+    const bool constant = pr->constant_bytes + table_bytes <= MONO_CONSTANT_BYTES;
+    const char *space = constant ? "__constant__" : "__device__ const";
+    if (constant) pr->constant_bytes += table_bytes;
     if (w) base_str_printf(s, "static __device__ unsigned kg_done_%d[%d]; /* finished rTasks per member */\n", id, b->n);
     base_str_printf(s, "static %s kg_stage kg_stages_%d[%d] = {", space, id, stages);
     for (int st = 0, i = 0; st < stages; st++) {
@@ -1106,6 +1107,7 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
     snprintf(kname, sizeof(kname), "k_%d", b->m[0].grp->id);
     if (stages == 1) {
         emit_stage_kernel(s, b, kname, &all);
+        list_batch(pr, b, NULL, &all, stages, launch);
     } else {
         waits w = {0};
         const bool use_waits = pr->waits;
@@ -1120,7 +1122,6 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
         waits_free(&w);
         KILN_TRY(st);
     }
-    if (stages == 1) list_batch(pr, b, NULL, &all, stages, launch);
     pr->kernels++;
     if (pr->mono) {
         pr->groups += b->n;
