@@ -220,9 +220,13 @@ static const char compile_help[] =
     "  KILN_MONO_NARROW=0     mono schedules: every rOperator built for the block's threads,\n"
     "                         instead of narrower ones (attention in fewer warps) whose rTasks\n"
     "                         the block's other threads skip\n"
+    "  KILN_TMAP_PREFETCH=0   TMA products fetch their tensor maps at their first copy,\n"
+    "                         instead of asking for them ahead (while a persistent kernel's\n"
+    "                         block waits for the rTask's producers; before a kernel's wait)\n"
     "  KILN_TRACE_GEMM=1      a diagnostic: blocks 0 and 77 print, for each TMA GEMM rTask\n"
-    "                         they run, the ns from its start to its copies issued, its\n"
-    "                         first k-tile, the end of its main loop and its end (sm_90a)\n"
+    "                         they run, the ns from its start to its barriers set up, its\n"
+    "                         copies issued, its first k-tile, the end of its main loop and\n"
+    "                         its end (sm_90a)\n"
     "\n";
 
 static const char tune_help[] =

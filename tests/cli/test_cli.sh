@@ -242,6 +242,15 @@ PY
     expect cuda_cluster_not_mono 0 "gemm, no cluster" -- sh -c "out=\$(KILN_GEMM_CLUSTERS=1 '$kiln' inspect '$tmp/ffn2.onnx' --schedule mono \
         --precision fp16) && printf '%s' \"\$out\" | grep -q '\[kg_gemm' && ! printf '%s' \"\$out\" | grep -q 'cluster of' \
         && echo 'gemm, no cluster'"
+    # mono: the TMA product's member names its tensor maps (1 + the first),
+    # which the loop asks for while the block waits for the Relu
+    expect cuda_mono_tmap_member 0 "1" -- sh -c "'$kiln' compile '$tmp/ffn2.onnx' -o '$tmp/ffn2m.kiln' --target cuda \
+        --precision fp16 --schedule mono --emit-source '$tmp/msrc' >/dev/null 2>&1 && grep -cE \
+        '^    \{([0-9]+u, ){7}[1-9][0-9]*u\}, /\* group' '$tmp/msrc/model.cu'"
+    expect cuda_mono_tmap_prefetch 0 "2" -- grep -c "kg_tmap_prefetch(&kg_tmaps\[m.tmap" "$tmp/msrc/model.cu"
+    expect cuda_tmap_prefetch_off 0 "1" -- sh -c "KILN_TMAP_PREFETCH=0 '$kiln' compile '$tmp/ffn2.onnx' \
+        -o '$tmp/ffn2m0.kiln' --target cuda --precision fp16 --schedule mono --emit-source '$tmp/msrc0' >/dev/null 2>&1 \
+        && grep -c '^#define KG_NO_TMAP_PREFETCH 1' '$tmp/msrc0/model.cu'"
     # products taller than one 128-row tile (ViT's 197 rows, BERT b16's 2048):
     # one block of 256 threads a multiprocessor by default; BERT b1's 128
     # rows (mm.onnx below) keep one of 128; a large product of few rows

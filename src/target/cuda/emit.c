@@ -987,13 +987,15 @@ static kiln_status emit_persistent(cg_emitter *e, program *pr, const batch *b, c
     }
     base_str_printf(s, "};\nstatic %s kg_member kg_members_%d[%d] = {", space, id, b->n);
     int64_t first = 0;
+    bool tmaps = false; /* some member copies with tensor maps */
     for (int i = 0; i < n_order; i++) {
         const int k = order[i];
         const member *m = &b->m[k];
         if (i && b->m[order[i - 1]].stage != m->stage) first = 0;
-        base_str_printf(s, "\n    {%lldu, %lldu, %du, %du, %du, %du, %du, 0u}, /* group %d */", (long long)first,
+        base_str_printf(s, "\n    {%lldu, %lldu, %du, %du, %du, %du, %du, %du}, /* group %d */", (long long)first,
                         (long long)(first + m->op.n_rtasks), w ? w->at[k] : 0, w ? w->at[k + 1] - w->at[k] : 0,
-                        call[k], m->op.block, k, m->grp->id);
+                        call[k], m->op.block, k, m->op.tmap, m->grp->id);
+        tmaps |= m->op.tmap != 0;
         first += m->op.n_rtasks;
     }
     base_str_cat(s, "\n};\n");
@@ -1036,6 +1038,13 @@ static kiln_status emit_persistent(cg_emitter *e, program *pr, const batch *b, c
                         "            for (int j = 0; j < %d; j++) v[j] = kg_values_%d[i][j];\n",
                         values, values, id);
     base_str_cat(s, "            const kg_u64 kg_t0_ = kg_prof_clock(c);\n");
+    /* a TMA product's tensor maps are on their way while the block waits:
+     * its first copies need not fetch them */
+    if (tmaps)
+        base_str_cat(s, "            if (m.tmap && threadIdx.x == 0) {\n"
+                        "                kg_tmap_prefetch(&kg_tmaps[m.tmap - 1u]);\n"
+                        "                kg_tmap_prefetch(&kg_tmaps[m.tmap]);\n"
+                        "            }\n");
     if (w && w->at[b->n] > 0)
         base_str_printf(s,
                         "            if (m.n_deps) kg_wait_deps(c, %du, st - 1u, kg_done_%d, kg_deps_%d + m.deps, m.n_deps);\n"
@@ -1649,6 +1658,9 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
             base_str_printf(&src, "#define KG_GEMM_PRE_STAGES %s\n", pre_env);
         /* a diagnostic: kg_gemm_wgt prints its phases' times (kg_gemm.cuh) */
         if (getenv("KILN_TRACE_GEMM")) base_str_cat(&src, "#define KG_TRACE_GEMM 1\n");
+        /* for experiments: no prefetch of the tensor maps (kg_tmap_prefetch) */
+        const char *tp_env = getenv("KILN_TMAP_PREFETCH");
+        if (tp_env && strcmp(tp_env, "0") == 0) base_str_cat(&src, "#define KG_NO_TMAP_PREFETCH 1\n");
         st = cg_prelude(&e, &src);
         base_str_printf(&src, "/* ---- where each group runs (launch indices for faults) ---- */\n%s\n",
                         base_str_get(&pr.sites));

@@ -802,6 +802,7 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     op->narrow = cfg_narrow(c);
     op->wgmma = c->kind == GEMM_WG || c->kind == GEMM_WGT;
     op->prewait = prewait;
+    op->tmap = tmap_a >= 0 && tmap_b == tmap_a + 1 ? tmap_a + 1 : 0;
     KILN_TRY(cg_need(e, "kg_math.h"));
     KILN_TRY(cg_need(e, "kg_gemm.cuh"));
     return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;

@@ -340,6 +340,18 @@ static __device__ __forceinline__ void kg_signal(unsigned *done)
     if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(done) : "memory");
 }
 
+/* Asks for the tensor map at map (a kg_tmaps[] entry, in global memory)
+ * ahead of its first copy, so that the copy need not fetch it (sm_90;
+ * nothing before). */
+static __device__ __forceinline__ void kg_tmap_prefetch(const void *map)
+{
+#if __CUDA_ARCH__ >= 900 && !defined(KG_NO_TMAP_PREFETCH)
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
+#else
+    (void)map;
+#endif
+}
+
 /* ---- a persistent kernel's rProgram as data (emit.c) ---------------------------- *
  * A persistent kernel holds one loop that runs its stages from tables, not
  * code of its own for each member: the code of a member's wait, profile
@@ -360,7 +372,7 @@ typedef struct __align__(16) kg_member {
     unsigned call;        /* which call of the kernel's switch runs an rTask */
     unsigned threads;     /* the block's first `threads` run it (a narrow rOperator's early exit) */
     unsigned counter;     /* its completion counter and profile slot, counted from the kernel's first */
-    unsigned pad;
+    unsigned tmap;        /* 0, or 1 + the first of the two tensor maps its rTasks copy with (kg_tmaps[]) */
 } kg_member;
 
 typedef struct kg_dep {
