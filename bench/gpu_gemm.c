@@ -1,7 +1,8 @@
 /*
  * gpu_gemm.c: the cuda target's GEMM templates (kernels/kg_gemm.cuh) on a
  * real GPU, candidate by candidate, on the shapes that matter: 8192^3 and
- * BERT-base's at batch 1 and 16 (seq 128), two of them with the epilogue
+ * BERT-base's at batch 1 and 16 (seq 128) and ViT-B/16's at batch 1 (197
+ * rows, with the model's epilogues), two of BERT's with the epilogue
  * the model fuses (bias + GELU after FFN1, bias + residual after FFN2),
  * plus small shapes of every operand layout, odd extents, dtype and
  * epilogue that check correctness only.
@@ -66,6 +67,11 @@ static const shape shapes[] = {
     {"sq8192", 1, 8192, 8192, 8192, 0, 1, KILN_F16, EPI_NONE, true},
     BERT("bert1", 128),
     BERT("bert16", 2048),
+    /* ViT-B/16 at batch 1: 197 tokens */
+    {"vit_qkv", 1, 197, 2304, 768, 0, 0, KILN_F16, EPI_NONE, true},
+    {"vit_out", 1, 197, 768, 768, 0, 0, KILN_F16, EPI_BIAS_RES, true},
+    {"vit_fc1", 1, 197, 3072, 768, 0, 0, KILN_F16, EPI_BIAS_GELU, true},
+    {"vit_fc2", 1, 197, 768, 3072, 0, 0, KILN_F16, EPI_BIAS_RES, true},
     {"bert16_ffn1_bias_gelu", 1, 2048, 3072, 768, 0, 0, KILN_F16, EPI_BIAS_GELU, true},
     /* BERT's FFN2 as the model has it */
     {"bert16_ffn2_bias_res", 1, 2048, 768, 3072, 0, 0, KILN_F16, EPI_BIAS_RES, true},

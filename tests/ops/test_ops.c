@@ -1206,6 +1206,35 @@ static void b_attention_transposed(tc *c)
     }
 }
 
+/* Attention over more keys than the mma kernel keeps in shared memory at
+ * once (kg_att.kv_bufs: at most 4 tiles of 64, fewer for d 128), so its
+ * ring of key tiles is refilled, with a partial last tile; a mask on odd
+ * variants, d 128 on variants 2 and 3. */
+static void b_attention_long(tc *c)
+{
+    bool mask = c->variant & 1;
+    int64_t H = rdim(c, 1, 3), Sq = rdim(c, 1, 48), Sk = rdim(c, 260, 330), D = c->variant & 2 ? 128 : 64;
+    int64_t dq[4] = {1, H, Sq, D}, dk[4] = {1, H, Sk, D};
+    tc_input(c, "q", KILN_F32, 4, dq, G_NORMAL);
+    tc_input(c, "k", KILN_F32, 4, dk, G_NORMAL);
+    tc_input(c, "v", KILN_F32, 4, dk, G_NORMAL);
+    ais(c, tc_node(c, "Transpose", "k", "kt"), "perm", 4, (int64_t[]){0, 1, 3, 2});
+    tc_node(c, "MatMul", "q,kt", "s");
+    tc_scalar(c, "sqrt_d", KILN_F32, sqrt((double)D));
+    tc_node(c, "Div", "s,sqrt_d", "ss");
+    if (mask) {
+        tc_input(c, "mask", KILN_F32, 4, (int64_t[]){1, 1, 1, Sk}, G_NORMAL);
+        tc_node(c, "Add", "ss,mask", "sm");
+    }
+    ai(c, tc_node(c, "Softmax", mask ? "sm" : "ss", "p"), "axis", -1);
+    tc_node(c, "MatMul", "p,v", "o");
+    ais(c, tc_node(c, "Transpose", "o", "y"), "perm", 4, (int64_t[]){0, 2, 1, 3});
+    tc_out(c, "y");
+    tc_note(c, "%lld keys, d %lld%s", (long long)Sk, (long long)D, mask ? ", mask" : "");
+    c->want_patterns = PASS_PATTERN_ATTENTION;
+    c->want_groups = 1;
+}
+
 /* Attention as torchvision's ViT exports it: one projection [S, B, 3E]
  * (here computed, so it lives in the arena) sliced into q, k and v along
  * its last axis, each reshaped to [S, B*H, D] and transposed to heads;
@@ -2968,6 +2997,7 @@ static const op_case case_table[] = {
     CASE("MatMul+Add+GELU/erf_epilogue", b_matmul_gelu_erf),
     CASE("Attention/transposed_output", b_attention_transposed),
     CASE("Attention/nan_guard", b_attention_nan_guard),
+    CASE("Attention/long_keys", b_attention_long),
     {"Attention/sliced_heads", b_attention_sliced, "", 0, G_NORMAL, 0, EXPECT_C, 5},
     CASE("MatMul+scale+residual+act", b_matmul_scale_res),
     CASE("Gemm", b_gemm),
