@@ -251,6 +251,11 @@ PY
     expect cuda_tmap_prefetch_off 0 "1" -- sh -c "KILN_TMAP_PREFETCH=0 '$kiln' compile '$tmp/ffn2.onnx' \
         -o '$tmp/ffn2m0.kiln' --target cuda --precision fp16 --schedule mono --emit-source '$tmp/msrc0' >/dev/null 2>&1 \
         && grep -c '^#define KG_NO_TMAP_PREFETCH 1' '$tmp/msrc0/model.cu'"
+    # the epilogue's bias and residual asked into L1 early unless KILN_EPI_TOUCH=0
+    expect cuda_epi_touch_default 0 "0" -- sh -c "grep -c '^#define KG_NO_EPI_TOUCH' '$tmp/msrc/model.cu'; true"
+    expect cuda_epi_touch_off 0 "1" -- sh -c "KILN_EPI_TOUCH=0 '$kiln' compile '$tmp/ffn2.onnx' \
+        -o '$tmp/ffn2e0.kiln' --target cuda --precision fp16 --schedule waves --emit-source '$tmp/esrc0' >/dev/null 2>&1 \
+        && grep -c '^#define KG_NO_EPI_TOUCH 1' '$tmp/esrc0/model.cu'"
     # products taller than one 128-row tile (ViT's 197 rows, BERT b16's 2048):
     # one block of 256 threads a multiprocessor by default; BERT b1's 128
     # rows (mm.onnx below) keep one of 128; a large product of few rows

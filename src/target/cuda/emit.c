@@ -1661,6 +1661,9 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
         /* for experiments: no prefetch of the tensor maps (kg_tmap_prefetch) */
         const char *tp_env = getenv("KILN_TMAP_PREFETCH");
         if (tp_env && strcmp(tp_env, "0") == 0) base_str_cat(&src, "#define KG_NO_TMAP_PREFETCH 1\n");
+        /* for experiments: the epilogue's operands not asked into L1 early (kg_gemm_epi_touch) */
+        const char *et_env = getenv("KILN_EPI_TOUCH");
+        if (et_env && strcmp(et_env, "0") == 0) base_str_cat(&src, "#define KG_NO_EPI_TOUCH 1\n");
         st = cg_prelude(&e, &src);
         base_str_printf(&src, "/* ---- where each group runs (launch indices for faults) ---- */\n%s\n",
                         base_str_get(&pr.sites));

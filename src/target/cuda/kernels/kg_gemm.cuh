@@ -981,6 +981,35 @@ static __device__ __forceinline__ void kg_gemm_tma_issue(const kg_gemm_args *g, 
 #define KG_GEMM_PRE_STAGES 2
 #endif
 
+/* The epilogue's bias segment and residual rows of tile (m0, n0) asked
+ * into this multiprocessor's L1 by the 32 lanes of one warp (lane = its
+ * lane), once the rTask may read the residual: the staged epilogue's
+ * loop (kg_gemm_store_staged) takes a thread's chunks one after another,
+ * each load behind the store before it, so each chunk waited for an L2
+ * round trip; from L1 they come back in a few tens of cycles. The copies
+ * of the main loop bypass L1 and leave the lines there. KILN_EPI_TOUCH=0
+ * defines KG_NO_EPI_TOUCH: not asked. */
+static __device__ __forceinline__ void kg_gemm_epi_touch(const kg_gemm_args *g, int m0, int n0, const int bm,
+                                                         const int bn, int lane)
+{
+#if !defined(KG_NO_EPI_TOUCH)
+    const int cols = g->n - n0 < bn ? g->n - n0 : bn;
+    if (g->bias && g->bias_rs == 0 && g->bias_cs == 1 && lane == 0) {
+        const int es = g->dt_bias == KG_DT_F32 ? 4 : 2;
+        for (int b = 0; b < cols * es; b += 128)
+            asm volatile("prefetch.global.L1 [%0];" ::"l"((const char *)g->bias + (kg_i64)n0 * es + b));
+    }
+    if (g->res) {
+        const int es = g->dt_res == KG_DT_F32 ? 4 : 2;
+        for (int r = lane; r < bm && m0 + r < g->m; r += 32) {
+            const char *row = (const char *)g->res + ((kg_i64)(m0 + r) * g->ldr + n0) * es;
+            for (int b = 0; b < cols * es; b += 128) asm volatile("prefetch.global.L1 [%0];" ::"l"(row + b));
+            asm volatile("prefetch.global.L1 [%0];" ::"l"(row + cols * es - 1));
+        }
+    }
+#endif
+}
+
 /* The first n stages' copies (k-tiles kt0 ..). With g->grid_dep the rTask
  * does griddepcontrol.wait here (the kernel's head left it out): B's first
  * KG_GEMM_PRE_STAGES k-tiles are copied before it, since no kernel writes
@@ -1007,6 +1036,8 @@ static __device__ __forceinline__ void kg_gemm_tma_first(const kg_gemm_args *g, 
             kg_gemm_tma_a(g, smem + s * a_bytes, full + 8 * s, m0, kt0 + s, bm, cn, rank);
         }
     }
+    /* a warp other than the issuer's */
+    if ((int)(threadIdx.x >> 5) == (issuer >> 5 ? 0 : 1)) kg_gemm_epi_touch(g, m0, n0, bm, bn, threadIdx.x & 31);
 }
 
 #endif /* __CUDA_ARCH_FEAT_SM90_ALL */
