@@ -8,7 +8,7 @@
  * epilogue that check correctness only.
  *
  *   make BUILD=build build/gpu_gemm
- *   build/gpu_gemm [--shapes NAME,...] [--heuristic-only] [--csv FILE] [--compile-only [--rank]] [--save DIR]
+ *   build/gpu_gemm [--shapes NAME,...] [--heuristic-only] [--csv FILE] [--compile-only [--rank]] [--rank-only] [--save DIR]
  *                  [--min-blocks2] [--define NAME=VALUE,...] [--cands NAME;...]
  *
  * For each shape it builds every configuration emit_gemm.c offers (this
@@ -29,7 +29,7 @@
  * --save DIR writes each shape's program and cubin there (DIR/NAME.cu,
  * DIR/NAME.cubin) for cuobjdump. --compile-only needs no GPU: it builds every program for sm_90a (an
  * H100 with 132 SMs stands in for the device) and stops; with --rank it also lists each shape's candidates
- * by the cost model's estimate, cheapest first.
+ * by the cost model's estimate, cheapest first. --rank-only lists them without building anything.
  * Exit status 1 when any candidate computes a wrong result, 7 without a GPU.
  */
 #include "../src/target/cuda/emit_gemm.c" /* the candidates, the cost model and emit_call */
@@ -620,19 +620,20 @@ done:
 int main(int argc, char **argv)
 {
     const char *only = NULL, *csv_path = NULL, *save = NULL;
-    bool heuristic_only = false, compile_only = false, rank = false;
+    bool heuristic_only = false, compile_only = false, rank = false, rank_only = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--shapes") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--csv") && i + 1 < argc) csv_path = argv[++i];
         else if (!strcmp(argv[i], "--heuristic-only")) heuristic_only = true;
         else if (!strcmp(argv[i], "--compile-only")) compile_only = true;
         else if (!strcmp(argv[i], "--rank")) rank = true;
+        else if (!strcmp(argv[i], "--rank-only")) rank_only = compile_only = rank = true;
         else if (!strcmp(argv[i], "--save") && i + 1 < argc) save = argv[++i];
         else if (!strcmp(argv[i], "--min-blocks2")) min_blocks2 = true;
         else if (!strcmp(argv[i], "--define") && i + 1 < argc) defines = argv[++i];
         else if (!strcmp(argv[i], "--cands") && i + 1 < argc) only_cands = argv[++i];
         else {
-            fprintf(stderr, "usage: gpu_gemm [--shapes NAME,...] [--heuristic-only] [--csv FILE] [--compile-only [--rank]] "
+            fprintf(stderr, "usage: gpu_gemm [--shapes NAME,...] [--heuristic-only] [--csv FILE] [--compile-only [--rank]] [--rank-only] "
                             "[--save DIR] [--min-blocks2] [--define NAME=VALUE,...] [--cands NAME;...]\n");
             return 1;
         }
@@ -669,8 +670,16 @@ int main(int argc, char **argv)
         problem_tma(s, &j->g);
         j->n_cands = gemm_candidates(&j->g, &dv_gpu, j->cands);
         j->heuristic = gemm_heuristic(&j->g, j->cands, j->n_cands, &dv_gpu, 0, false);
+        if (rank_only) {
+            char hn[64];
+            cfg_name(&j->cands[j->heuristic], hn, sizeof(hn));
+            printf("%-24s %2d candidates; heuristic %s\n", s->name, j->n_cands, hn);
+            print_ranking(j);
+            continue;
+        }
         j->src = source_of(s, &j->g, j->cands, j->n_cands, j->tmaps, &j->n_tmaps);
     }
+    if (rank_only) return 0;
     pool p = {.jobs = jobs, .n = n_jobs, .sm_major = info.sm_major, .sm_minor = info.sm_minor};
     pthread_mutex_init(&p.lock, NULL);
     pthread_t th[16];

@@ -518,10 +518,15 @@ static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *
         /* the copies cost the threads nothing and run a stage further ahead,
          * but a tensor copy takes longer to land (deep pipelines pay off for
          * a short M); two warpgroups keep the tensor cores busy down to
-         * 128 x 128 tiles, one does not (fitted on an H200) */
+         * 128 x 128 tiles, one does not (fitted on an H200). One warpgroup
+         * rates 0.66 up to 192 wide: at 0.54 from 96 wide, ViT-B/16's 197 x
+         * 2304 and 197 x 3072 products took 128 x 64 tiles with a producer
+         * warp, 5.13 and 6.99 us on an H100 (bench/gpu_gemm), where 64 x 96
+         * took 4.93 and 6.17; no other shape of bench/gpu_gemm changes its
+         * pick */
         regs = c->bn / 2 + 90;
         double eff = c->bm >= 128 ? (c->bn >= 128 ? (c->bm > 192 ? 0.95 : 1.0) : c->bn >= 96 ? 0.9 : 0.8)
-                                  : (c->bn >= 256 ? 0.6 : c->bn >= 96 ? 0.54 : 0.66);
+                                  : (c->bn >= 256 ? 0.6 : 0.66);
         /* narrow tiles of two warpgroups keep their tensor cores busier
          * when a producer warp issues the copies (BERT b16 FFN2 in 128 x 96
          * tiles: 5 to 17% faster on an H100 at every depth, 9% on an H200;
