@@ -251,6 +251,16 @@ PY
     expect cuda_tmap_prefetch_off 0 "1" -- sh -c "KILN_TMAP_PREFETCH=0 '$kiln' compile '$tmp/ffn2.onnx' \
         -o '$tmp/ffn2m0.kiln' --target cuda --precision fp16 --schedule mono --emit-source '$tmp/msrc0' >/dev/null 2>&1 \
         && grep -c '^#define KG_NO_TMAP_PREFETCH 1' '$tmp/msrc0/model.cu'"
+    # the GEMM cost model's picks for BERT b1's and ViT's products: the
+    # candidates bench/gpu_gemm timed fastest on an H100 (64 x 48 in 12
+    # stages for BERT's 128 rows, 64 x 96 for ViT's 197-row query/key/value
+    # and FFN1 products), listed without a GPU or a build
+    gg="$(dirname "$kiln")/gpu_gemm"
+    for pick in "bert1_qkv:wgt 64x48x64 st12" "bert1_ffn1:wgt 64x48x64 st12" "bert1_ffn2:wgt 64x48x64 st12 sk4" \
+        "vit_qkv:wgt 64x96x64 st8" "vit_fc1:wgt 64x96x64 st8"; do
+        expect "cost_model_pick_${pick%%:*}" 0 "heuristic ${pick#*:}." -- sh -c "'$gg' --rank-only --shapes ${pick%%:*} \
+            | sed -n 's/^${pick%%:*} .*; \\(heuristic .*\\)\$/\\1./p'"
+    done
     # the epilogue's bias and residual asked into L1 early unless KILN_EPI_TOUCH=0
     expect cuda_epi_touch_default 0 "0" -- sh -c "grep -c '^#define KG_NO_EPI_TOUCH' '$tmp/msrc/model.cu'; true"
     expect cuda_epi_touch_off 0 "1" -- sh -c "KILN_EPI_TOUCH=0 '$kiln' compile '$tmp/ffn2.onnx' \
