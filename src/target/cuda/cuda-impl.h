@@ -136,6 +136,9 @@ const char *cg_type(kiln_dtype t);
 kiln_dtype cg_store(const cg_emitter *e, const ir_value *v);
 /* Whether v is a floating-point value (computed in float whatever its storage). */
 bool cg_is_float(kiln_dtype t);
+/* Whether environment variable `name` is set to exactly `value` (the
+ * switches for experiments: KILN_MONO_NARROW=0, KILN_GEMM_CLUSTERS=1...). */
+bool cg_env_is(const char *name, const char *value);
 /* A pointer expression of v's storage type to its data:
  * "((const __half *)(c->weights + 4096))", "((float *)c->io[3])". */
 const char *cg_ptr(const cg_emitter *e, const ir_value *v, char *buf, size_t n);

@@ -36,6 +36,12 @@
 
 bool cg_is_float(kiln_dtype t) { return t == KILN_F32 || t == KILN_F16 || t == KILN_BF16 || t == KILN_F64; }
 
+bool cg_env_is(const char *name, const char *value)
+{
+    const char *v = getenv(name);
+    return v && strcmp(v, value) == 0;
+}
+
 const char *cg_type(kiln_dtype t)
 {
     switch (t) {
@@ -1598,18 +1604,15 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
          * kernels schedule, where the call into a shared body cost BERT b1
          * 576 us against 484 on an H100. KILN_SHARE_CODE=0: every
          * rOperator its own code (for comparison) */
-        const char *share_env = getenv("KILN_SHARE_CODE");
-        if (st == KILN_OK && !(share_env && strcmp(share_env, "0") == 0) && !(pr.share = cg_share_new()))
+        if (st == KILN_OK && !cg_env_is("KILN_SHARE_CODE", "0") && !(pr.share = cg_share_new()))
             st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
         if (st == KILN_OK && !want_block) tuned_config(&e, &want_block, &per_sm);
         e.want_block = want_block ? want_block : mono_block(p);
         pr.blocks_per_sm = per_sm ? per_sm : mono_blocks_per_sm(p, e.want_block);
         pr.block = e.want_block;
         e.mono_per_sm = pr.blocks_per_sm;
-        const char *inline_env = getenv("KILN_MONO_INLINE_WGMMA");
-        pr.inline_wgmma = inline_env && strcmp(inline_env, "1") == 0;
-        const char *narrow_env = getenv("KILN_MONO_NARROW");
-        e.narrow_ok = !(narrow_env && strcmp(narrow_env, "0") == 0);
+        pr.inline_wgmma = cg_env_is("KILN_MONO_INLINE_WGMMA", "1");
+        e.narrow_ok = !cg_env_is("KILN_MONO_NARROW", "0");
         /* every rOperator within its share of a multiprocessor's shared memory
          * (of which each resident block also costs 1 KB the system keeps) */
         int share = (e.gpu.smem_per_block_optin + 1024) / pr.blocks_per_sm - 1024;
@@ -1659,11 +1662,9 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
         /* a diagnostic: kg_gemm_wgt prints its phases' times (kg_gemm.cuh) */
         if (getenv("KILN_TRACE_GEMM")) base_str_cat(&src, "#define KG_TRACE_GEMM 1\n");
         /* for experiments: no prefetch of the tensor maps (kg_tmap_prefetch) */
-        const char *tp_env = getenv("KILN_TMAP_PREFETCH");
-        if (tp_env && strcmp(tp_env, "0") == 0) base_str_cat(&src, "#define KG_NO_TMAP_PREFETCH 1\n");
+        if (cg_env_is("KILN_TMAP_PREFETCH", "0")) base_str_cat(&src, "#define KG_NO_TMAP_PREFETCH 1\n");
         /* for experiments: the epilogue's operands not asked into L1 early (kg_gemm_epi_touch) */
-        const char *et_env = getenv("KILN_EPI_TOUCH");
-        if (et_env && strcmp(et_env, "0") == 0) base_str_cat(&src, "#define KG_NO_EPI_TOUCH 1\n");
+        if (cg_env_is("KILN_EPI_TOUCH", "0")) base_str_cat(&src, "#define KG_NO_EPI_TOUCH 1\n");
         st = cg_prelude(&e, &src);
         base_str_printf(&src, "/* ---- where each group runs (launch indices for faults) ---- */\n%s\n",
                         base_str_get(&pr.sites));

@@ -816,8 +816,7 @@ kiln_status cg_plan_conv_layouts(cg_emitter *e)
     e->nhwc = base_calloc((size_t)g->n_values + 1, sizeof(bool));
     e->ohwi = base_calloc((size_t)g->n_values + 1, sizeof(bool));
     if (!e->nhwc || !e->ohwi) return base_diag_add(e->d, KILN_ERR_OOM, "out of memory planning activation layouts");
-    const char *env = getenv("KILN_CONV_NHWC");
-    if (env && strcmp(env, "0") == 0) return KILN_OK;
+    if (cg_env_is("KILN_CONV_NHWC", "0")) return KILN_OK;
     for (int s = 0; s < e->p->n_groups; s++) {
         const sched_group *grp = e->p->groups[s];
         if (grp->kind != SCHED_GROUP_CONV || !grp->n_nodes || grp->n_out != 1) continue;

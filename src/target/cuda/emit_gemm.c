@@ -476,11 +476,7 @@ static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_b
 
 /* KILN_GEMM_CLUSTERS=1: the cost model counts a cluster's shared A (and so
  * picks clusters where L2 traffic dominates). */
-static bool clusters_preferred(void)
-{
-    const char *v = getenv("KILN_GEMM_CLUSTERS");
-    return v && !strcmp(v, "1");
-}
+static bool clusters_preferred(void) { return cg_env_is("KILN_GEMM_CLUSTERS", "1"); }
 
 /* Estimated time of c on g in SM clocks: memory time plus the larger of
  * compute and latency time.

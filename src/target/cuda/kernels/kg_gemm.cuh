@@ -1004,6 +1004,7 @@ static __device__ __forceinline__ void kg_gemm_epi_touch(const kg_gemm_args *g, 
         for (int r = lane; r < bm && m0 + r < g->m; r += 32) {
             const char *row = (const char *)g->res + ((kg_i64)(m0 + r) * g->ldr + n0) * es;
             for (int b = 0; b < cols * es; b += 128) asm volatile("prefetch.global.L1 [%0];" ::"l"(row + b));
+            /* the row may start inside a line: its last byte's line too */
             asm volatile("prefetch.global.L1 [%0];" ::"l"(row + cols * es - 1));
         }
     }
