@@ -1206,18 +1206,31 @@ static void b_attention_transposed(tc *c)
     }
 }
 
-/* Attention over more keys than the mma kernel keeps in shared memory at
- * once (kg_att.kv_bufs: at most 4 tiles of 64, fewer for d 128), so its
- * ring of key tiles is refilled, with a partial last tile; a mask on odd
- * variants, d 128 on variants 2 and 3. */
+/* q, k and v of an attention case, [1 or B, H, S, D], computed in the
+ * model (half of a graph input each) so that they live in the arena: in
+ * 16-bit storage the tensor-core kernel reads them (graph inputs keep
+ * float32, which the fp32 kernel takes). */
+static void att_staged_qkv(tc *c, const int64_t *dq, const int64_t *dk, const int64_t *dv)
+{
+    tc_input(c, "q_in", KILN_F32, 4, dq, G_NORMAL);
+    tc_input(c, "k_in", KILN_F32, 4, dk, G_NORMAL);
+    tc_input(c, "v_in", KILN_F32, 4, dv, G_NORMAL);
+    tc_scalar(c, "half_", KILN_F32, 0.5);
+    tc_node(c, "Mul", "q_in,half_", "q");
+    tc_node(c, "Mul", "k_in,half_", "k");
+    tc_node(c, "Mul", "v_in,half_", "v");
+}
+
+/* Attention over more key tiles than an rTask's key groups take in one
+ * pass (kg_att.kv_split: at most 4), so each group walks several, double
+ * buffered, with a partial last tile; a mask on odd variants, d 128 on
+ * variants 2 and 3. */
 static void b_attention_long(tc *c)
 {
     bool mask = c->variant & 1;
     int64_t H = rdim(c, 1, 3), Sq = rdim(c, 1, 48), Sk = rdim(c, 260, 330), D = c->variant & 2 ? 128 : 64;
     int64_t dq[4] = {1, H, Sq, D}, dk[4] = {1, H, Sk, D};
-    tc_input(c, "q", KILN_F32, 4, dq, G_NORMAL);
-    tc_input(c, "k", KILN_F32, 4, dk, G_NORMAL);
-    tc_input(c, "v", KILN_F32, 4, dk, G_NORMAL);
+    att_staged_qkv(c, dq, dk, dk);
     ais(c, tc_node(c, "Transpose", "k", "kt"), "perm", 4, (int64_t[]){0, 1, 3, 2});
     tc_node(c, "MatMul", "q,kt", "s");
     tc_scalar(c, "sqrt_d", KILN_F32, sqrt((double)D));
@@ -1232,7 +1245,43 @@ static void b_attention_long(tc *c)
     tc_out(c, "y");
     tc_note(c, "%lld keys, d %lld%s", (long long)Sk, (long long)D, mask ? ", mask" : "");
     c->want_patterns = PASS_PATTERN_ATTENTION;
-    c->want_groups = 1;
+    c->want_groups = 0; /* as in b_attention_query_mask */
+}
+
+/* Attention with a mask per query row (a padding or causal-style mask of
+ * [B, 1, Sq, Sk] or [1, H, Sq, Sk]): the mma kernel copies such a mask's
+ * key tiles with k's where its rows are 16-byte aligned (kg_att.m_smem)
+ * and loads it into registers otherwise. Variants 0 and 1: a float32 graph
+ * input (any key count); 2 and 3: a mask computed in the model, so stored
+ * in the precision, over a multiple of 8 keys (aligned rows in 16 bits),
+ * longer on variant 3. */
+static void b_attention_query_mask(tc *c)
+{
+    int64_t B = rdim(c, 1, 2), H = rdim(c, 1, 3), Sq = rdim(c, 1, 40), D = 16 * rint_(c, 1, 4);
+    int64_t Sk = c->variant < 2 ? rdim(c, 1, 70) : 8 * rint_(c, c->variant == 3 ? 17 : 2, c->variant == 3 ? 40 : 9);
+    int64_t dq[4] = {B, H, Sq, D}, dk[4] = {B, H, Sk, D};
+    int64_t dm[4] = {c->variant == 1 ? 1 : B, c->variant == 1 ? H : 1, Sq, Sk};
+    att_staged_qkv(c, dq, dk, dk);
+    ais(c, tc_node(c, "Transpose", "k", "kt"), "perm", 4, (int64_t[]){0, 1, 3, 2});
+    tc_node(c, "MatMul", "q,kt", "s");
+    tc_scalar(c, "sqrt_d", KILN_F32, sqrt((double)D));
+    tc_node(c, "Div", "s,sqrt_d", "ss");
+    if (c->variant < 2) {
+        tc_input(c, "mask", KILN_F32, 4, dm, G_NORMAL);
+    } else {
+        tc_input(c, "mraw", KILN_F32, 4, dm, G_NORMAL);
+        tc_scalar(c, "three", KILN_F32, 3.0);
+        tc_node(c, "Mul", "mraw,three", "mask");
+    }
+    tc_node(c, "Add", "ss,mask", "sm");
+    ai(c, tc_node(c, "Softmax", "sm", "p"), "axis", -1);
+    tc_node(c, "MatMul", "p,v", "o");
+    ais(c, tc_node(c, "Transpose", "o", "y"), "perm", 4, (int64_t[]){0, 2, 1, 3});
+    tc_out(c, "y");
+    tc_note(c, "mask [%lld, %lld, %lld, %lld]%s", (long long)dm[0], (long long)dm[1], (long long)Sq, (long long)Sk,
+            c->variant < 2 ? "" : ", computed");
+    c->want_patterns = PASS_PATTERN_ATTENTION;
+    c->want_groups = 0; /* the staging's groups vary with the shapes (some merge); a fused attention leaves 2 or 3 */
 }
 
 /* Attention as torchvision's ViT exports it: one projection [S, B, 3E]
@@ -2998,6 +3047,7 @@ static const op_case case_table[] = {
     CASE("Attention/transposed_output", b_attention_transposed),
     CASE("Attention/nan_guard", b_attention_nan_guard),
     CASE("Attention/long_keys", b_attention_long),
+    CASE("Attention/query_mask", b_attention_query_mask),
     {"Attention/sliced_heads", b_attention_sliced, "", 0, G_NORMAL, 0, EXPECT_C, 5},
     CASE("MatMul+scale+residual+act", b_matmul_scale_res),
     CASE("Gemm", b_gemm),
