@@ -226,10 +226,15 @@ static const char compile_help[] =
     "  KILN_EPI_TOUCH=0       TMA products read their epilogue's bias and residual from L2\n"
     "                         when they store, instead of asking for them into L1 once\n"
     "                         their copies are issued\n"
+    "  KILN_ATT_SPLIT=N       at most N key groups an attention rTask (tensor-core kernel),\n"
+    "                         instead of up to 4 that walk a short sequence's key tiles side\n"
+    "                         by side; 1: the rTask's warps walk every tile\n"
     "  KILN_TRACE_GEMM=1      a diagnostic: blocks 0 and 77 print, for each TMA GEMM rTask\n"
     "                         they run, the ns from its start to its barriers set up, its\n"
     "                         copies issued, its first k-tile, the end of its main loop and\n"
-    "                         its end (sm_90a)\n"
+    "                         its end (sm_90a); attention rTasks 0 and 40, each key group,\n"
+    "                         the ns to q, the first key tile, its scores, softmax and v,\n"
+    "                         the end of the key loop, the merge and the end\n"
     "\n";
 
 static const char tune_help[] =

@@ -375,12 +375,13 @@ PY
     expect cuda_kernels_rows 0 "1" -- grep -c "kg_rows_rtask(&p, t);" "$tmp/kernels.cu"
 
     # Narrow rOperators (Rammer 4.1.3): BERT-base's attention at batch 1
-    # (12 heads of 128 queries) in a persistent kernel of 128-thread blocks
-    # takes 2 warps (48 rTasks) on the block's first 64 threads, the others
-    # skipping its rTasks; its barriers are the rTask's own (kg_sync_n).
-    # KILN_MONO_NARROW=0 gives it the block's 4 warps (24 rTasks); the
-    # kernels schedule makes 64-thread blocks of it. Each build compiles the
-    # guarded call, with waits and with grid barriers, for sm_80 and sm_90a.
+    # (12 heads of 128 queries) in one key group (KILN_ATT_SPLIT=1) in a
+    # persistent kernel of 128-thread blocks takes 2 warps (48 rTasks) on the
+    # block's first 64 threads, the others skipping its rTasks; its barriers
+    # are the rTask's own (kg_sync_n). KILN_MONO_NARROW=0 gives it the
+    # block's 4 warps (24 rTasks); the kernels schedule makes 64-thread
+    # blocks of it. Each build compiles the guarded call, with waits and with
+    # grid barriers, for sm_80 and sm_90a.
     python3 - "$tmp/att.onnx" <<'PY'
 import sys
 import onnx
@@ -397,15 +398,22 @@ g = helper.make_graph(nodes, "att", [helper.make_tensor_value_info(n + "_in", Te
                       [helper.make_tensor("d", TensorProto.FLOAT, [], [8.0])])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
 PY
-    expect cuda_narrow_listed 0 "1" -- sh -c "'$kiln' inspect '$tmp/att.onnx' --schedule mono:128x1 --precision fp16 \
-        | grep -c '48 rTasks .*, on 64 of the 128 threads  \[kg_att_mma, 2 warps\]'"
-    expect cuda_narrow_off 0 "1" -- sh -c "KILN_MONO_NARROW=0 '$kiln' inspect '$tmp/att.onnx' --schedule mono:128x1 \
-        --precision fp16 | grep -c ' 24 rTasks  *[0-9]* B smem  \[kg_att_mma, 4 warps\]'"
-    expect cuda_narrow_kernels 0 "1" -- sh -c "'$kiln' inspect '$tmp/att.onnx' --schedule kernels --precision fp16 \
-        | grep -c '64 threads a block'"
+    expect cuda_narrow_listed 0 "1" -- sh -c "KILN_ATT_SPLIT=1 '$kiln' inspect '$tmp/att.onnx' --schedule mono:128x1 \
+        --precision fp16 | grep -c '48 rTasks .*, on 64 of the 128 threads  \[kg_att_mma, 2 warps\]'"
+    expect cuda_narrow_off 0 "1" -- sh -c "KILN_ATT_SPLIT=1 KILN_MONO_NARROW=0 '$kiln' inspect '$tmp/att.onnx' \
+        --schedule mono:128x1 --precision fp16 | grep -c ' 24 rTasks  *[0-9]* B smem  \[kg_att_mma, 4 warps\]'"
+    expect cuda_narrow_kernels 0 "1" -- sh -c "KILN_ATT_SPLIT=1 '$kiln' inspect '$tmp/att.onnx' --schedule kernels \
+        --precision fp16 | grep -c '64 threads a block'"
+    # By default its 128 keys (two tiles of 64) go to two key groups of the
+    # same 2 query warps, which fill the block (kg_att.kv_split)
+    expect cuda_att_key_groups_mono 0 "1" -- sh -c "'$kiln' inspect '$tmp/att.onnx' --schedule mono:128x1 \
+        --precision fp16 | grep -c ' 48 rTasks  *[0-9]* B smem  \[kg_att_mma, 2 warps x 2 key groups\]'"
+    expect cuda_att_key_groups_kernels 0 "1" -- sh -c "'$kiln' inspect '$tmp/att.onnx' --schedule kernels \
+        --precision fp16 | grep -c '128 threads a block'"
     for sched in mono mono-barriers; do
-        expect "cuda_narrow_build_$sched" 0 "stages" -- "$kiln" compile "$tmp/att.onnx" -o "$tmp/att_$sched.kiln" \
-            --target cuda --precision fp16 --schedule "$sched:128x1" --emit-source "$tmp/att_$sched"
+        expect "cuda_narrow_build_$sched" 0 "stages" -- env KILN_ATT_SPLIT=1 "$kiln" compile "$tmp/att.onnx" \
+            -o "$tmp/att_$sched.kiln" --target cuda --precision fp16 --schedule "$sched:128x1" \
+            --emit-source "$tmp/att_$sched"
         # the persistent kernel's member table gives it 64 threads, and its
         # call stands behind the early exit of the others
         expect "cuda_narrow_guard_$sched" 0 "1" -- grep -cE \
@@ -414,6 +422,37 @@ PY
         expect "cuda_narrow_switch_$sched" 0 "1" -- sh -c "grep -A1 -F 'if (threadIdx.x < m.threads) switch (m.call) {' \
             '$tmp/att_$sched/model.cu' | grep -cE 'case [0-9]+u: opb?_[0-9]+\(c, r[,)]'"
     done
+    # A mask's key tiles are copied with k's into shared memory where its
+    # rows are 16-byte aligned (kg_att.m_smem): BERT's [1, 1, 1, 128] mask;
+    # not a float32 one of 130 keys and two batches (520-byte rows), which
+    # the rTask loads into registers
+    cat > "$tmp/attm.py" <<'PY'
+import sys
+import onnx
+from onnx import TensorProto, helper
+b, sk = int(sys.argv[2]), int(sys.argv[3])
+nodes = [helper.make_node("Relu", [n + "_in"], [n]) for n in "qkv"]
+nodes += [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+          helper.make_node("MatMul", ["q", "kt"], ["s"]),
+          helper.make_node("Div", ["s", "d"], ["sd"]),
+          helper.make_node("Add", ["sd", "mask"], ["sm"]),
+          helper.make_node("Softmax", ["sm"], ["p"], axis=-1),
+          helper.make_node("MatMul", ["p", "v"], ["y"])]
+shapes = {"q": [b, 12, 128, 64], "k": [b, 12, sk, 64], "v": [b, 12, sk, 64]}
+ins = [helper.make_tensor_value_info(n + "_in", TensorProto.FLOAT, shapes[n]) for n in "qkv"]
+ins.append(helper.make_tensor_value_info("mask", TensorProto.FLOAT, [b, 1, 1, sk]))
+g = helper.make_graph(nodes, "attm", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [b, 12, 128, 64])],
+                      [helper.make_tensor("d", TensorProto.FLOAT, [], [8.0])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    python3 "$tmp/attm.py" "$tmp/attm.onnx" 1 128
+    python3 "$tmp/attm.py" "$tmp/attm2.onnx" 2 130
+    for m in attm attm2; do
+        "$kiln" compile "$tmp/$m.onnx" -o "$tmp/$m.kiln" --target cuda --precision fp16 --quiet \
+            --emit-source "$tmp/${m}_src" > /dev/null 2>&1
+    done
+    expect cuda_att_mask_smem 0 "1" -- grep -c '^    p.m_smem = 1;' "$tmp/attm_src/model.cu"
+    expect cuda_att_mask_regs 0 "1" -- grep -c '^    p.m_smem = 0;' "$tmp/attm2_src/model.cu"
     expect cuda_narrow_block_meets 0 "1" -- grep -cF "if (m.threads < blockDim.x) __syncthreads();" \
         "$tmp/att_mono-barriers/model.cu"
     expect cuda_narrow_signal_meets 1 "0" -- grep -cF "if (m.threads < blockDim.x) __syncthreads();" \

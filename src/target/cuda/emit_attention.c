@@ -18,7 +18,10 @@
  * same 16-bit type, their head dims are multiples of 16 up to 128, their
  * rows are 16-byte aligned with contiguous head dims (k either way round)
  * and the output's strides are even; the fp32 SIMT kernel otherwise. The
- * warps per block (query rows per rTask) are offered to the tuner; without
+ * mma kernel's rTasks split the keys into key groups (key_split: BERT's
+ * 128 keys in 2, ViT's 197 in 4) of the same query warps, and copy a
+ * mask's key tiles with k's where its rows are 16-byte aligned (m_smem). The query warps
+ * per block (query rows per rTask) are offered to the tuner; without
  * a tuning result, the most warps (up to 4) that still give every fourth
  * multiprocessor an rTask (heuristic_warps). In a persistent kernel
  * (cg_emitter.want_block) the warps are at most the block's; fewer make a
@@ -31,6 +34,7 @@
 #include "target/cuda/cuda-impl.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* kg_attention.cuh's constants. */
@@ -55,6 +59,9 @@ typedef struct att_problem {
     int64_t batch, heads, sq, sk, d, dv;
     att_view q, k, v, m, o; /* k as [.., key, d] */
     bool mma, k_rows;
+    int split; /* mma: key groups (kg_att.kv_split, key_split); simt: 1 */
+    int m_size;  /* the mask's element size in bytes (0: no mask) */
+    bool m_smem; /* mma: the mask's key tiles copied with k's (kg_att.m_smem) */
 } att_problem;
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -137,18 +144,55 @@ static kiln_status att_problem_of(const cg_emitter *e, const sched_group *grp, a
               k_ok && mult8(pb->q.r) && mult8(pb->v.r) && mult8(pb->q.b) && mult8(pb->q.h) && mult8(pb->k.b) &&
               mult8(pb->k.h) && mult8(pb->v.b) && mult8(pb->v.h) && o_ok && mult8(at->q.offset) &&
               mult8(at->kt.offset) && mult8(at->v.offset);
+    pb->split = 1;
+    if (at->mask) {
+        pb->m_size = cg_store(e, at->mask) == KILN_F32 ? 4 : 2;
+        /* 16-byte copies of 64 keys: contiguous keys, rows and the
+         * batch's and head's starts 16-byte aligned (the value itself is) */
+        pb->m_smem = pb->mma && pb->m.c == 1 && (pb->m.r * pb->m_size) % 16 == 0 &&
+                     (pb->m.h * pb->m_size) % 16 == 0 && (pb->m.b * pb->m_size) % 16 == 0;
+    }
     return KILN_OK;
 }
 
+/* The warps an rTask may have: in a persistent kernel the block's, else 8. */
+static int most_warps(const cg_emitter *e) { return e->want_block ? e->want_block / 32 : 8; }
+
 static int rows_per_warp(const att_problem *pb) { return pb->mma ? MMA_ROWS_PER_WARP : SIMT_ROWS_PER_WARP; }
 
+/* kg_att_mma_rtask's shared memory: the q tile, then each key group's
+ * key tiles (two when it takes more than one, one otherwise), which the
+ * groups' partial rows reuse at the end. */
 static int64_t smem_bytes(const att_problem *pb, int warps)
 {
-    if (pb->mma)
-        return 2 * (MMA_ROWS_PER_WARP * warps * (pb->d + MMA_PAD) +
-                    (pb->k_rows ? MMA_KEYS * (pb->d + MMA_PAD) : pb->d * (MMA_KEYS + MMA_PAD)) +
-                    MMA_KEYS * (pb->dv + MMA_PAD));
+    if (pb->mma) {
+        int64_t tiles = cdiv(pb->sk, MMA_KEYS), iters = cdiv(tiles, pb->split);
+        int64_t kv = (pb->k_rows ? MMA_KEYS * (pb->d + MMA_PAD) : pb->d * (MMA_KEYS + MMA_PAD)) +
+                     MMA_KEYS * (pb->dv + MMA_PAD);
+        /* the mask's tile: one row if it broadcasts over the queries */
+        int64_t m_elems = pb->m_smem ? (pb->m.r ? MMA_ROWS_PER_WARP * warps : 1) *
+                                           (MMA_KEYS * pb->m_size / 2 + MMA_PAD) : 0;
+        int64_t keys = 2 * pb->split * (iters > 1 ? 2 : 1) * (kv + m_elems);
+        int64_t parts = 4 * (int64_t)(pb->split - 1) * warps * (4 * (pb->dv / 8) + 4) * 32;
+        return 2 * MMA_ROWS_PER_WARP * warps * (pb->d + MMA_PAD) + KILN_MAX(keys, parts);
+    }
     return 4 * (SIMT_ROWS_PER_WARP * warps * pb->d + SIMT_KEYS * (pb->d + 1) + SIMT_KEYS * pb->dv);
+}
+
+/* The mma kernel's key groups (kg_att.kv_split) for rTasks of at most
+ * `most` warps: the sequence's key tiles up to 4, a power of two, so that
+ * a short sequence's tiles (BERT's 128 keys: 2; ViT's 197: 4) are walked
+ * side by side instead of one after another by the same warps, which on a
+ * multiprocessor of few warps wait out every latency (a BERT b1 rTask of 2
+ * warps: 1.8 us to have q, then about 1.4 us a key tile, on an H100).
+ * KILN_ATT_SPLIT=N caps them (1: each rTask's warps walk every tile). */
+static int key_split(const att_problem *pb, int most)
+{
+    if (!pb->mma) return 1;
+    const char *v = getenv("KILN_ATT_SPLIT");
+    int cap = v && atoi(v) > 0 ? atoi(v) : 4, split = 1;
+    while (2 * split <= KILN_MIN(cap, 4) && 2 * split <= most && cdiv(pb->sk, MMA_KEYS) >= 2 * split) split *= 2;
+    return split;
 }
 
 static bool fits(const cg_emitter *e, const att_problem *pb, int warps)
@@ -158,7 +202,20 @@ static bool fits(const cg_emitter *e, const att_problem *pb, int warps)
            smem_bytes(pb, warps) <= KILN_GPROG_MAX_SMEM;
 }
 
-/* Without tuning: the most warps, up to 4, that still make an rTask for
+/* The key groups and the mask's tiles in shared memory, given up (the
+ * mask's tiles first, then halving the groups) while an rTask of one query
+ * warp would not fit the shared memory (a float32 mask with a row per
+ * query takes 8.7 KB a key group and query warp). */
+static void plan_keys(const cg_emitter *e, att_problem *pb)
+{
+    pb->split = key_split(pb, most_warps(e));
+    while (!fits(e, pb, 1) && (pb->m_smem || pb->split > 1)) {
+        if (pb->m_smem) pb->m_smem = false;
+        else pb->split /= 2;
+    }
+}
+
+/* Without tuning: the most query warps, up to 4, that still make an rTask for
  * every fourth multiprocessor (short sequences have few query tiles per
  * head). A block's warps share each key and value tile they load, so
  * fewer rTasks of more warps can win: BERT-base at batch 1 (12 heads of
@@ -224,12 +281,16 @@ static kiln_status emit_with(cg_emitter *e, const sched_group *grp, const att_pr
     view_fields(s, 'v', &pb->v);
     view_fields(s, 'm', &pb->m);
     view_fields(s, 'o', &pb->o);
-    base_str_printf(s, "    p.warps = %d;\n    p.k_rows = %d;\n    p.nan_zero = %d;\n    %s(&p, t);\n}\n\n", warps,
-                    pb->k_rows, at->nan_to_zero ? 1 : 0,
+    base_str_printf(s,
+                    "    p.warps = %d;\n    p.kv_split = %d;\n    p.k_rows = %d;\n    p.m_smem = %d;\n"
+                    "    p.nan_zero = %d;\n    %s(&p, t);\n}\n\n",
+                    warps, pb->split, pb->k_rows, pb->m_smem ? 1 : 0, at->nan_to_zero ? 1 : 0,
                     pb->mma ? "kg_att_mma_rtask" : "kg_att_simt_rtask");
-    *op = (cg_op){.n_rtasks = pb->batch * pb->heads * n_qt, .block = 32 * warps,
+    *op = (cg_op){.n_rtasks = pb->batch * pb->heads * n_qt, .block = 32 * warps * pb->split,
                   .smem_bytes = (int)smem_bytes(pb, warps), .narrow = true};
-    snprintf(op->config, sizeof(op->config), "%s, %d warps", pb->mma ? "kg_att_mma" : "kg_att_simt", warps);
+    if (pb->split > 1)
+        snprintf(op->config, sizeof(op->config), "kg_att_mma, %d warps x %d key groups", warps, pb->split);
+    else snprintf(op->config, sizeof(op->config), "%s, %d warps", pb->mma ? "kg_att_mma" : "kg_att_simt", warps);
     return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;
 }
 
@@ -238,6 +299,7 @@ static kiln_status emit_cand(cg_emitter *e, const sched_group *grp, int cand, cg
 {
     att_problem pb;
     KILN_TRY(att_problem_of(e, grp, &pb));
+    plan_keys(e, &pb);
     if (cand < 0 || cand >= (int)KILN_COUNT(warp_cands) || !fits(e, &pb, warp_cands[cand]))
         return base_diag_add(e->d, KILN_ERR_INTERNAL, "group '%s': no attention candidate %d", grp->name, cand);
     return emit_with(e, grp, &pb, warp_cands[cand], op);
@@ -247,8 +309,10 @@ kiln_status cg_emit_attention(cg_emitter *e, const sched_group *grp, cg_op *op)
 {
     att_problem pb;
     KILN_TRY(att_problem_of(e, grp, &pb));
-    /* in a persistent kernel, at most the block's warps */
-    const int most = e->want_block ? e->want_block / 32 : warp_cands[KILN_COUNT(warp_cands) - 1];
+    /* in a persistent kernel, at most the block's warps: the key groups',
+     * each of `most` query warps */
+    plan_keys(e, &pb);
+    const int most = most_warps(e) / pb.split;
     int warps = heuristic_warps(e, &pb, most);
     if (!fits(e, &pb, warps))
         return base_diag_add(e->d, KILN_ERR_UNSUPPORTED,
@@ -266,6 +330,7 @@ kiln_status cg_emit_attention(cg_emitter *e, const sched_group *grp, cg_op *op)
              pb.mma ? "mma" : "simt", st_code(cg_store(e, pb.at.q.v)), (long long)pb.batch, (long long)pb.heads,
              (long long)pb.sq, (long long)pb.sk, (long long)pb.d, (long long)pb.dv, pb.at.mask ? " mask" : "",
              pb.mma && !pb.k_rows ? " kt" : "", block);
+    if (pb.split > 1) snprintf(key + strlen(key), sizeof(key) - strlen(key), " split=%d", pb.split);
     cg_tune_key_cands(key, sizeof(key), warp_cands, (size_t)n_cands * sizeof(warp_cands[0]));
     int heuristic_index = 0;
     while (heuristic_index + 1 < n_cands && warp_cands[heuristic_index] != warps) heuristic_index++;

@@ -25,7 +25,12 @@
  *     so that ldmatrix reads 8 rows from 8 bank groups); the q fragments
  *     stay in registers for the whole rTask; the probabilities go from the
  *     score accumulators to p v's A fragments without leaving registers
- *     (FlashAttention-2 section 3.3). k may be stored [key][d] (ldmatrix)
+ *     (FlashAttention-2 section 3.3). The rTask's warps form kv_split key
+ *     groups of `warps` query warps: group j takes key tiles j, j +
+ *     kv_split, ..., keeping its own maxima, sums and accumulators, which
+ *     group 0 merges at the end (FlashAttention's split-key rescale,
+ *     through shared memory), so a short sequence's tiles are walked side
+ *     by side. k may be stored [key][d] (ldmatrix)
  *     or [d][key] (ldmatrix .trans); v is [key][dv]. Head dims: multiples
  *     of 16 up to 128. Where o_d is 1, column pairs are stored as one word:
  *     o's other strides must be even.
@@ -55,8 +60,12 @@ typedef struct kg_att {
     kg_i64 v_b, v_h, v_s, v_d;    /* v[b][h][key][dv] */
     kg_i64 m_b, m_h, m_q, m_k;    /* mask[b][h][query][key] */
     kg_i64 o_b, o_h, o_s, o_d;    /* o[b][h][query][dv] */
-    int warps;                    /* warps of an rTask: threads 0 .. 32 * warps - 1 of the block (kg_sync_n) */
+    int warps;                    /* mma: query warps (16 rows each); simt: the rTask's warps */
+    int kv_split;                 /* mma: key groups of `warps` warps, each taking every kv_split-th key tile
+                                   * (threads 0 .. 32 * warps * kv_split - 1 of the block: kg_sync_n); simt: 1 */
     int k_rows;                   /* mma: 1 when k_d == 1 ([key][d]), 0 when k_s == 1 ([d][key]) */
+    int m_smem;                   /* mma: 1 when the mask's key tiles are copied with k's (m_k == 1, rows and
+                                   * pointer 16-byte aligned: att_problem_of in emit_attention.c) */
     int nan_zero;                 /* 1: a row whose softmax is NaN writes zeros (pass_attention.nan_to_zero) */
 } kg_att;
 
@@ -97,11 +106,18 @@ static __device__ __forceinline__ void kg_att_cp16(void *dst, const void *src, i
 
 static __device__ __forceinline__ void kg_att_commit(void) { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 
-/* Waits until at most `pending` (0 or 1) committed groups are in flight. */
-static __device__ __forceinline__ void kg_att_wait(const int pending)
+/* Waits until at most `pending` committed groups are in flight (more than
+ * 5: at most 5, which waits for more than asked). */
+static __device__ __forceinline__ void kg_att_wait(int pending)
 {
-    if (pending) asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-    else asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    switch (pending) {
+    case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 4;\n" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 5;\n" ::: "memory"); break;
+    }
 }
 
 /* Four 8x8 16-bit matrices; lane l gives the address of row l & 7 of
@@ -157,6 +173,59 @@ static __device__ __forceinline__ float kg_att_score(const kg_att *p, const void
     return s;
 }
 
+/* The mask's values for a warp's rows qa and qb and keys k0 + 8 n + {0, 1}
+ * (tile n, element e: row e < 2 ? qa : qb, key + (e & 1)), 0 without a
+ * mask; k0 is even. Row and key are clamped into the mask rather than
+ * tested, so that the loads carry no branches and can all be in flight at
+ * once; values past the queries or keys are never used (kg_att_mma_rtask
+ * stores no such row and scores no such key). Where the keys are
+ * contiguous, their count even and the rows and the pointer aligned to two
+ * elements, a key pair is one load. */
+static __device__ __forceinline__ void kg_att_mask_vals(const kg_att *p, const void *mask, int qa, int qb, int k0,
+                                                        float mk[KG_ATT_BC / 8][4])
+{
+    const kg_i64 ra = (kg_i64)min(qa, p->sq - 1) * p->m_q, rb = (kg_i64)min(qb, p->sq - 1) * p->m_q;
+    const bool pairs = p->m_k == 1 && !(p->sk & 1) && !(p->m_q & 1) &&
+                       !((unsigned long long)mask & (p->tm == KG_ST_F32 ? 7ull : 3ull));
+#pragma unroll
+    for (int n = 0; n < KG_ATT_BC / 8; n++) {
+        if (!mask) {
+            mk[n][0] = mk[n][1] = mk[n][2] = mk[n][3] = 0.0f;
+        } else if (pairs) {
+            const kg_i64 key = min(k0 + 8 * n, p->sk - 2);
+            kg_ld_n(mask, ra + key, p->tm, 2, &mk[n][0]);
+            kg_ld_n(mask, rb + key, p->tm, 2, &mk[n][2]);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                kg_ld_n(mask, (e < 2 ? ra : rb) + (kg_i64)min(k0 + 8 * n + (e & 1), p->sk - 1) * p->m_k, p->tm, 1,
+                        &mk[n][e]);
+        }
+    }
+}
+
+/* kg_att_mask_vals from the tile in shared memory (rows ra and rb of wm
+ * 16-bit elements, keys from k0, even). */
+static __device__ __forceinline__ void kg_att_mask_smem(const kg_att *p, const unsigned short *ms, int wm, int ra,
+                                                        int rb, int k0, float mk[KG_ATT_BC / 8][4])
+{
+#pragma unroll
+    for (int n = 0; n < KG_ATT_BC / 8; n++)
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const unsigned short *row = ms + (r ? rb : ra) * wm;
+            if (p->tm == KG_ST_F32) {
+                const float2 v = *(const float2 *)(row + 2 * (k0 + 8 * n));
+                mk[n][2 * r] = v.x;
+                mk[n][2 * r + 1] = v.y;
+            } else {
+                const unsigned v = *(const unsigned *)(row + k0 + 8 * n);
+                mk[n][2 * r] = kg_bits2f(v & 0xffffu, p->tm);
+                mk[n][2 * r + 1] = kg_bits2f(v >> 16, p->tm);
+            }
+        }
+}
+
 /* The online softmax step of one row: the tile's maximum mx (of scores
  * already in the row's units) updates the running maximum *m; returns the
  * factor that rescales the old sum and output, and sets *u, the maximum to
@@ -175,12 +244,14 @@ static __device__ __forceinline__ float kg_att_rescale(float *m, float mx, float
 
 /* A [n_rows, n_cols] tile of a 16-bit matrix (element (r, c) at
  * src + r * rs + c; zero where r >= row_lim or c >= col_lim) into shared
- * rows of w elements, by the rTask's `threads`, 16 bytes per copy. */
+ * rows of w elements, by `threads` threads (this one the tid-th), 16 bytes
+ * per copy. */
 static __device__ __forceinline__ void kg_att_tile(unsigned short *dst, int w, const unsigned short *src, kg_i64 rs,
-                                                   int n_rows, int row_lim, int n_cols, int col_lim, int threads)
+                                                   int n_rows, int row_lim, int n_cols, int col_lim, int tid,
+                                                   int threads)
 {
     const int cpr = n_cols / 8;
-    for (int i = threadIdx.x; i < n_rows * cpr; i += threads) {
+    for (int i = tid; i < n_rows * cpr; i += threads) {
         int r = i / cpr, c = (i - r * cpr) * 8;
         int bytes = r < row_lim ? 2 * (col_lim - c) : 0;
         bytes = bytes < 0 ? 0 : bytes > 16 ? 16 : bytes;
@@ -194,11 +265,65 @@ static __device__ __forceinline__ unsigned kg_att_pack(float lo, float hi, const
     return kg_f2bits(lo, st) | (kg_f2bits(hi, st) << 16);
 }
 
+/* Key tile k0 .. k0 + 63 of k and v into ks and vs (rows of wk and wv
+ * elements), zero past the last key, by `threads` threads (this one the
+ * tid-th): k's copies, then v's, a copy group each (both empty when k0 is
+ * past the keys, so that every thread commits as many groups). */
+static __device__ __forceinline__ void kg_att_kv_tile(const kg_att *p, const unsigned short *kg,
+                                                      const unsigned short *vg, unsigned short *ks, unsigned short *vs,
+                                                      int wk, int wv, int k0, int tid, int threads,
+                                                      const unsigned short *mg, unsigned short *ms, int wm,
+                                                      int m_rows, int m_lim)
+{
+    if (k0 >= p->sk) {
+        kg_att_commit();
+        kg_att_commit();
+        return;
+    }
+    if (p->m_smem) { /* with k's copies: the mask's m_rows rows of this tile, as 16-bit halves */
+        const int h = p->tm == KG_ST_F32 ? 2 : 1;
+        kg_att_tile(ms, wm, mg + (kg_i64)k0 * h, p->m_q * h, m_rows, m_lim, KG_ATT_BC * h, (p->sk - k0) * h, tid,
+                    threads);
+    }
+    if (p->k_rows)
+        kg_att_tile(ks, wk, kg + (kg_i64)k0 * p->k_s, p->k_s, KG_ATT_BC, p->sk - k0, p->d, p->d, tid, threads);
+    else kg_att_tile(ks, wk, kg + k0, p->k_d, p->d, p->d, KG_ATT_BC, p->sk - k0, tid, threads);
+    kg_att_commit();
+    kg_att_tile(vs, wv, vg + (kg_i64)k0 * p->v_s, p->v_s, KG_ATT_BC, p->sk - k0, p->dv, p->dv, tid, threads);
+    kg_att_commit();
+}
+
+/* KILN_TRACE_GEMM=1 kiln compile (a diagnostic): where rTasks 0 and 40
+ * spend their time, thread 0 of each key group printing the ns from the
+ * rTask's start to: q in shared memory, the first iteration's k tile, its
+ * scores, its softmax, its v tile, the end of the key loop, the merge and
+ * the end. */
+#ifdef KG_TRACE_GEMM
+#define KG_ATT_MARK(i) (tr[i] = kg_now_ns())
+#define KG_ATT_TRACE_END()                                                                                          \
+    do {                                                                                                           \
+        KG_ATT_MARK(8);                                                                                            \
+        if (gt == 0 && (t == 0 || t == 40))                                                                        \
+            printf("KAT t=%d group %d of %d, %d iterations: q %llu, k %llu, scores %llu, softmax %llu, v %llu, "  \
+                   "loop %llu, merge %llu, end %llu ns\n",                                                         \
+                   t, grp, S, iters, tr[1] - tr[0], tr[2] - tr[0], tr[3] - tr[0], tr[4] - tr[0], tr[5] - tr[0],    \
+                   tr[6] - tr[0], tr[7] ? tr[7] - tr[0] : 0ull, tr[8] - tr[0]);                                    \
+    } while (0)
+#else
+#define KG_ATT_MARK(i) ((void)0)
+#define KG_ATT_TRACE_END() ((void)0)
+#endif
 static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
 {
+#ifdef KG_TRACE_GEMM
+    kg_u64 tr[9] = {0};
+#endif
+    KG_ATT_MARK(0);
     const float NEG_INF = -__int_as_float(0x7f800000), LOG2E = 1.4426950408889634f;
-    const int br = 16 * p->warps, bf = p->tq == KG_ST_BF16, nt = 32 * p->warps;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3, mat = lane >> 3;
+    const int S = p->kv_split, qw = p->warps, br = 16 * qw, bf = p->tq == KG_ST_BF16, nt = 32 * qw * S;
+    const int warp = (threadIdx.x >> 5) % qw, grp = (threadIdx.x >> 5) / qw;
+    const int lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3, mat = lane >> 3;
+    const int gt = threadIdx.x - 32 * qw * grp, gn = 32 * qw; /* the thread within its key group, the group's threads */
     int b, h, q0;
     kg_att_task(p, t, br, &b, &h, &q0);
     const unsigned short *qg = (const unsigned short *)p->q + b * p->q_b + h * p->q_h + (kg_i64)q0 * p->q_s;
@@ -209,15 +334,35 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
                                : (const void *)0;
     const int wq = p->d + KG_ATT_PAD, wk = p->k_rows ? p->d + KG_ATT_PAD : KG_ATT_BC + KG_ATT_PAD;
     const int wv = p->dv + KG_ATT_PAD;
+    /* key tile kt goes to group kt % S, iteration kt / S; every group runs
+     * `iters` iterations (the last ones past the keys copy and compute
+     * nothing) so that all the rTask's threads meet at every barrier */
+    const int n_kt = (p->sk + KG_ATT_BC - 1) / KG_ATT_BC, iters = (n_kt + S - 1) / S, nb = iters > 1 ? 2 : 1;
+    const int k_elems = (p->k_rows ? KG_ATT_BC : p->d) * wk, v_elems = KG_ATT_BC * wv;
     unsigned short *qs = (unsigned short *)kg_smem;
-    unsigned short *ks = qs + br * wq;
-    unsigned short *vs = ks + (p->k_rows ? KG_ATT_BC : p->d) * wk;
+    /* the mask's tile in shared memory: one row when it broadcasts over the
+     * queries, else the rTask's rows, each of 64 keys (as 16-bit halves) */
+    const int mh = p->tm == KG_ST_F32 ? 2 : 1, wm = KG_ATT_BC * mh + KG_ATT_PAD;
+    const int m_rows = p->m_q ? br : 1, m_elems = p->m_smem ? m_rows * wm : 0;
+    unsigned short *ks0 = qs + br * wq + grp * nb * (k_elems + v_elems + m_elems);
+    unsigned short *vs0 = ks0 + nb * k_elems, *ms0 = vs0 + nb * v_elems;
+    const unsigned short *mg = p->m_smem ? (const unsigned short *)mask + (kg_i64)q0 * p->m_q * mh : 0;
+    const int m_lim = p->m_q ? p->sq - q0 : 1;
 
-    /* the q tile, then each warp's 16 rows into A fragments */
-    kg_att_tile(qs, wq, qg, p->q_s, br, p->sq - q0, p->d, p->d, nt);
+    kg_sync_n(nt); /* the rTask before on these threads is done with shared memory */
+    /* q's copies (every thread), then the group's first nb tiles' */
+    kg_att_tile(qs, wq, qg, p->q_s, br, p->sq - q0, p->d, p->d, threadIdx.x, nt);
     kg_att_commit();
-    kg_att_wait(0);
+    for (int i = 0; i < nb; i++) {
+        const int kt = i * S + grp;
+        kg_att_kv_tile(p, kg, vg, ks0 + i * k_elems, vs0 + i * v_elems, wk, wv, kt < n_kt ? kt * KG_ATT_BC : p->sk,
+                       gt, gn, mg, ms0 + i * m_elems, wm, m_rows, m_lim);
+    }
+    int issued = nb;
+    const int qa = q0 + 16 * warp + g, qb = qa + 8; /* rows g and g + 8 of the warp */
+    kg_att_wait(2 * nb); /* q's group */
     kg_sync_n(nt);
+    KG_ATT_MARK(1);
     unsigned qf[KG_ATT_MAXD / 16][4];
 #pragma unroll
     for (int kd = 0; kd < KG_ATT_MAXD / 16; kd++) {
@@ -228,104 +373,180 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
     float of[KG_ATT_MAXD / 8][4];
 #pragma unroll
     for (int n = 0; n < KG_ATT_MAXD / 8; n++) of[n][0] = of[n][1] = of[n][2] = of[n][3] = 0.0f;
-    float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.0f, l1 = 0.0f; /* rows g and g + 8 of the warp */
-    const int qa = q0 + 16 * warp + g, qb = qa + 8;
+    float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.0f, l1 = 0.0f; /* rows qa and qb */
 
-    for (int k0 = 0; k0 < p->sk; k0 += KG_ATT_BC) {
-        kg_sync_n(nt); /* every warp is done with the previous k and v tiles */
-        if (p->k_rows)
-            kg_att_tile(ks, wk, kg + (kg_i64)k0 * p->k_s, p->k_s, KG_ATT_BC, p->sk - k0, p->d, p->d, nt);
-        else
-            kg_att_tile(ks, wk, kg + k0, p->k_d, p->d, p->d, KG_ATT_BC, p->sk - k0, nt);
-        kg_att_commit();
-        kg_att_tile(vs, wv, vg + (kg_i64)k0 * p->v_s, p->v_s, KG_ATT_BC, p->sk - k0, p->dv, p->dv, nt);
-        kg_att_commit();
-        kg_att_wait(1);
+    for (int it = 0; it < iters; it++) {
+        const int kt = it * S + grp, k0 = kt * KG_ATT_BC;
+        const unsigned short *ks = ks0 + (it % nb) * k_elems, *vs = vs0 + (it % nb) * v_elems;
+        /* iteration it's k is this thread's group 2 it + 1 of 2 issued + 1 */
+        /* the mask's values: from the tile copied with k, or loaded before
+         * the wait so that their latency overlaps it (loaded in the score
+         * loop, each behind a branch, they ran one after another: a BERT b1
+         * rTask 5.2 -> 6.7 us) */
+        float mk[KG_ATT_BC / 8][4];
+        if (!p->m_smem) kg_att_mask_vals(p, mask, qa, qb, k0 + 2 * c4, mk);
+        kg_att_wait(2 * (issued - it) - 1);
         kg_sync_n(nt);
-
-        /* s = q k^T: 16 rows x 64 keys per warp, 8 accumulator tiles of 16 x 8 */
-        float s[KG_ATT_BC / 8][4];
+        if (it == 0) KG_ATT_MARK(2);
+        if (p->m_smem)
+            kg_att_mask_smem(p, ms0 + (it % nb) * m_elems, wm, p->m_q ? qa - q0 : 0, p->m_q ? qb - q0 : 0, 2 * c4,
+                             mk);
+        /* the tile's scores and their maxima; a group past the last tile
+         * (kt >= n_kt) keeps -inf, and its quad still shuffles: a shuffle
+         * under a branch on the warp's group costs a collective sequence
+         * (WARPSYNC, ENDCOLLECTIVE), which doubled an rTask's time */
+        float s[KG_ATT_BC / 8][4], mx0 = NEG_INF, mx1 = NEG_INF;
+        if (kt < n_kt) {
+            /* s = q k^T: 16 rows x 64 keys per warp, 8 accumulator tiles of 16 x 8 */
 #pragma unroll
-        for (int n = 0; n < KG_ATT_BC / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+            for (int n = 0; n < KG_ATT_BC / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
-        for (int kd = 0; kd < KG_ATT_MAXD / 16; kd++) {
-            if (16 * kd >= p->d) break;
+            for (int kd = 0; kd < KG_ATT_MAXD / 16; kd++) {
+                if (16 * kd >= p->d) break;
 #pragma unroll
-            for (int np = 0; np < KG_ATT_BC / 16; np++) {
-                unsigned r[4];
-                if (p->k_rows)
-                    kg_att_ldsm(r, ks + (16 * np + (lane & 7) + 8 * (mat >> 1)) * wk + 16 * kd + 8 * (mat & 1), 0);
-                else
-                    kg_att_ldsm(r, ks + (16 * kd + (lane & 7) + 8 * (mat & 1)) * wk + 16 * np + 8 * (mat >> 1), 1);
-                kg_att_mma(s[2 * np], qf[kd], r[0], r[1], bf);
-                kg_att_mma(s[2 * np + 1], qf[kd], r[2], r[3], bf);
+                for (int np = 0; np < KG_ATT_BC / 16; np++) {
+                    unsigned r[4];
+                    if (p->k_rows)
+                        kg_att_ldsm(r, ks + (16 * np + (lane & 7) + 8 * (mat >> 1)) * wk + 16 * kd + 8 * (mat & 1), 0);
+                    else
+                        kg_att_ldsm(r, ks + (16 * kd + (lane & 7) + 8 * (mat & 1)) * wk + 16 * np + 8 * (mat >> 1), 1);
+                    kg_att_mma(s[2 * np], qf[kd], r[0], r[1], bf);
+                    kg_att_mma(s[2 * np + 1], qf[kd], r[2], r[3], bf);
+                }
             }
+
+            if (it == 0) KG_ATT_MARK(3);
+            /* scale, mask, the online softmax (in log2 units); element e of
+             * tile n is row e < 2 ? g : g + 8, key 8n + 2 c4 + (e & 1) */
+#pragma unroll
+            for (int n = 0; n < KG_ATT_BC / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    int key = k0 + 8 * n + 2 * c4 + (e & 1);
+                    float x = key < p->sk ? (s[n][e] * p->scale + mk[n][e]) * LOG2E : NEG_INF;
+                    s[n][e] = x;
+                    if (e < 2) mx0 = fmaxf(mx0, x);
+                    else mx1 = fmaxf(mx1, x);
+                }
         }
-
-        /* scale, mask, the online softmax (in log2 units); element e of tile n
-         * is row e < 2 ? g : g + 8, key 8n + 2 c4 + (e & 1) */
-        float mx0 = NEG_INF, mx1 = NEG_INF;
-#pragma unroll
-        for (int n = 0; n < KG_ATT_BC / 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int key = k0 + 8 * n + 2 * c4 + (e & 1);
-                float x = kg_att_score(p, mask, s[n][e], e < 2 ? qa : qb, key) * LOG2E;
-                s[n][e] = x;
-                if (e < 2) mx0 = fmaxf(mx0, x);
-                else mx1 = fmaxf(mx1, x);
-            }
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-        float u0, u1;
-        float c0 = kg_att_rescale(&m0, mx0, &u0), c1 = kg_att_rescale(&m1, mx1, &u1);
-        l0 *= c0;
-        l1 *= c1;
+        if (kt < n_kt) {
+            float u0, u1;
+            float c0 = kg_att_rescale(&m0, mx0, &u0), c1 = kg_att_rescale(&m1, mx1, &u1);
+            l0 *= c0;
+            l1 *= c1;
 #pragma unroll
-        for (int n = 0; n < KG_ATT_BC / 8; n++) {
-            s[n][0] = exp2f(s[n][0] - u0);
-            s[n][1] = exp2f(s[n][1] - u0);
-            s[n][2] = exp2f(s[n][2] - u1);
-            s[n][3] = exp2f(s[n][3] - u1);
-            l0 += s[n][0] + s[n][1];
-            l1 += s[n][2] + s[n][3];
-        }
+            for (int n = 0; n < KG_ATT_BC / 8; n++) {
+                s[n][0] = exp2f(s[n][0] - u0);
+                s[n][1] = exp2f(s[n][1] - u0);
+                s[n][2] = exp2f(s[n][2] - u1);
+                s[n][3] = exp2f(s[n][3] - u1);
+                l0 += s[n][0] + s[n][1];
+                l1 += s[n][2] + s[n][3];
+            }
 #pragma unroll
-        for (int n = 0; n < KG_ATT_MAXD / 8; n++) {
-            if (8 * n >= p->dv) break;
-            of[n][0] *= c0;
-            of[n][1] *= c0;
-            of[n][2] *= c1;
-            of[n][3] *= c1;
+            for (int n = 0; n < KG_ATT_MAXD / 8; n++) {
+                if (8 * n >= p->dv) break;
+                of[n][0] *= c0;
+                of[n][1] *= c0;
+                of[n][2] *= c1;
+                of[n][3] *= c1;
+            }
         }
 
+        if (it == 0) KG_ATT_MARK(4);
         /* o += p v: the score tiles 2kk and 2kk+1 are the A fragment of keys 16kk.. */
-        kg_att_wait(0);
+        kg_att_wait(2 * (issued - it) - 2);
         kg_sync_n(nt);
+        if (it == 0) KG_ATT_MARK(5);
+        if (kt < n_kt) {
 #pragma unroll
-        for (int kk = 0; kk < KG_ATT_BC / 16; kk++) {
-            const int st = bf ? KG_ST_BF16 : KG_ST_F16;
-            unsigned a[4] = {kg_att_pack(s[2 * kk][0], s[2 * kk][1], st), kg_att_pack(s[2 * kk][2], s[2 * kk][3], st),
-                             kg_att_pack(s[2 * kk + 1][0], s[2 * kk + 1][1], st),
-                             kg_att_pack(s[2 * kk + 1][2], s[2 * kk + 1][3], st)};
+            for (int kk = 0; kk < KG_ATT_BC / 16; kk++) {
+                const int st = bf ? KG_ST_BF16 : KG_ST_F16;
+                unsigned a[4] = {kg_att_pack(s[2 * kk][0], s[2 * kk][1], st),
+                                 kg_att_pack(s[2 * kk][2], s[2 * kk][3], st),
+                                 kg_att_pack(s[2 * kk + 1][0], s[2 * kk + 1][1], st),
+                                 kg_att_pack(s[2 * kk + 1][2], s[2 * kk + 1][3], st)};
 #pragma unroll
-            for (int np = 0; np < KG_ATT_MAXD / 16; np++) {
-                if (16 * np >= p->dv) break;
-                unsigned r[4];
-                kg_att_ldsm(r, vs + (16 * kk + (lane & 7) + 8 * (mat & 1)) * wv + 16 * np + 8 * (mat >> 1), 1);
-                kg_att_mma(of[2 * np], a, r[0], r[1], bf);
-                kg_att_mma(of[2 * np + 1], a, r[2], r[3], bf);
+                for (int np = 0; np < KG_ATT_MAXD / 16; np++) {
+                    if (16 * np >= p->dv) break;
+                    unsigned r[4];
+                    kg_att_ldsm(r, vs + (16 * kk + (lane & 7) + 8 * (mat & 1)) * wv + 16 * np + 8 * (mat >> 1), 1);
+                    kg_att_mma(of[2 * np], a, r[0], r[1], bf);
+                    kg_att_mma(of[2 * np + 1], a, r[2], r[3], bf);
+                }
             }
+        }
+        /* every warp is done with this iteration's buffers: the group's
+         * tile nb iterations on into them */
+        if (issued < iters) {
+            kg_sync_n(nt);
+            const int nk = issued * S + grp;
+            kg_att_kv_tile(p, kg, vg, ks0 + (issued % nb) * k_elems, vs0 + (issued % nb) * v_elems, wk, wv,
+                           nk < n_kt ? nk * KG_ATT_BC : p->sk, gt, gn, mg, ms0 + (issued % nb) * m_elems, wm, m_rows,
+                           m_lim);
+            issued++;
         }
     }
 
     /* the sums are per thread so far: add the quad's */
+    KG_ATT_MARK(6);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    if (S > 1) {
+        /* the groups' partial rows merged into group 0's: groups 1 .. S - 1
+         * leave m, l and o in the key tiles' shared memory (a thread's
+         * elements where its partner in group 0, the same lane of the same
+         * query warp, finds them), group 0 rescales both to the larger
+         * maximum and adds them (FlashAttention's split-key merge) */
+        const int nv = 4 * (p->dv / 8) + 4, ldp = nv * 32;
+        float *part = (float *)(qs + br * wq);
+        kg_sync_n(nt);
+        if (grp > 0) {
+            float *mine = part + ((grp - 1) * qw + warp) * ldp + lane;
+#pragma unroll
+            for (int n = 0; n < KG_ATT_MAXD / 8; n++) {
+                if (8 * n >= p->dv) break;
+#pragma unroll
+                for (int e = 0; e < 4; e++) mine[(4 * n + e) * 32] = of[n][e];
+            }
+            mine[(nv - 4) * 32] = m0;
+            mine[(nv - 3) * 32] = m1;
+            mine[(nv - 2) * 32] = l0;
+            mine[(nv - 1) * 32] = l1;
+        }
+        kg_sync_n(nt);
+        for (int j = 1; j < S && grp == 0; j++) {
+            const float *other = part + ((j - 1) * qw + warp) * ldp + lane;
+            const float om0 = other[(nv - 4) * 32], om1 = other[(nv - 3) * 32];
+            float u0, u1, mn0 = fmaxf(m0, om0), mn1 = fmaxf(m1, om1);
+            u0 = mn0 == NEG_INF ? 0.0f : mn0;
+            u1 = mn1 == NEG_INF ? 0.0f : mn1;
+            const float a0 = exp2f(m0 - u0), b0 = exp2f(om0 - u0), a1 = exp2f(m1 - u1), b1 = exp2f(om1 - u1);
+            l0 = l0 * a0 + other[(nv - 2) * 32] * b0;
+            l1 = l1 * a1 + other[(nv - 1) * 32] * b1;
+#pragma unroll
+            for (int n = 0; n < KG_ATT_MAXD / 8; n++) {
+                if (8 * n >= p->dv) break;
+                of[n][0] = of[n][0] * a0 + other[(4 * n + 0) * 32] * b0;
+                of[n][1] = of[n][1] * a0 + other[(4 * n + 1) * 32] * b0;
+                of[n][2] = of[n][2] * a1 + other[(4 * n + 2) * 32] * b1;
+                of[n][3] = of[n][3] * a1 + other[(4 * n + 3) * 32] * b1;
+            }
+            m0 = mn0;
+            m1 = mn1;
+        }
+        if (grp > 0) { /* group 0 stores the rows */
+            KG_ATT_TRACE_END();
+            return;
+        }
+    }
+    KG_ATT_MARK(7);
     float i0 = kg_att_inv(l0, p->nan_zero), i1 = kg_att_inv(l1, p->nan_zero);
     char *o = (char *)p->o + (b * p->o_b + h * p->o_h) * (p->to == KG_ST_F32 ? 4 : 2);
 #pragma unroll
@@ -344,6 +565,7 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
             }
         }
     }
+    KG_ATT_TRACE_END();
 }
 
 /* ---- fp32 kernel ----------------------------------------------------------------------------- */
