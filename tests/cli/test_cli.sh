@@ -453,6 +453,29 @@ PY
     done
     expect cuda_att_mask_smem 0 "1" -- grep -c '^    p.m_smem = 1;' "$tmp/attm_src/model.cu"
     expect cuda_att_mask_regs 0 "1" -- grep -c '^    p.m_smem = 0;' "$tmp/attm2_src/model.cu"
+    # Heads of 128 over 256 keys in a persistent kernel of 4 blocks of 128
+    # threads a multiprocessor: a key group's two k and v tiles (70 KB) do
+    # not fit a block's share (56 KB), so each group keeps one (kv_bufs 1)
+    python3 - "$tmp/att128.onnx" <<'PY'
+import sys
+import onnx
+from onnx import TensorProto, helper
+nodes = [helper.make_node("Relu", [n + "_in"], [n]) for n in "qkv"]
+nodes += [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+          helper.make_node("MatMul", ["q", "kt"], ["s"]),
+          helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+          helper.make_node("MatMul", ["p", "v"], ["y"])]
+shapes = {"q": [1, 12, 128, 128], "k": [1, 12, 256, 128], "v": [1, 12, 256, 128]}
+g = helper.make_graph(nodes, "att128", [helper.make_tensor_value_info(n + "_in", TensorProto.FLOAT, shapes[n]) for n in "qkv"],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 12, 128, 128])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_att_one_buffer_build 0 "stages" -- "$kiln" compile "$tmp/att128.onnx" -o "$tmp/att128.kiln" \
+        --target cuda --precision fp16 --schedule mono:128x4 --emit-source "$tmp/att128_src"
+    expect cuda_att_one_buffer 0 "1" -- grep -c '^    p.kv_bufs = 1;' "$tmp/att128_src/model.cu"
+    expect cuda_att_two_buffers 0 "1" -- sh -c "'$kiln' compile '$tmp/att128.onnx' -o '$tmp/att128b.kiln' \
+        --target cuda --precision fp16 --schedule waves --quiet --emit-source '$tmp/att128b_src' \
+        && grep -c '^    p.kv_bufs = 2;' '$tmp/att128b_src/model.cu'"
     expect cuda_narrow_block_meets 0 "1" -- grep -cF "if (m.threads < blockDim.x) __syncthreads();" \
         "$tmp/att_mono-barriers/model.cu"
     expect cuda_narrow_signal_meets 1 "0" -- grep -cF "if (m.threads < blockDim.x) __syncthreads();" \

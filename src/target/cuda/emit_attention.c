@@ -60,6 +60,7 @@ typedef struct att_problem {
     att_view q, k, v, m, o; /* k as [.., key, d] */
     bool mma, k_rows;
     int split; /* mma: key groups (kg_att.kv_split, key_split); simt: 1 */
+    int bufs;  /* mma: key tiles a group keeps in shared memory when it takes several (kg_att.kv_bufs) */
     int m_size;  /* the mask's element size in bytes (0: no mask) */
     bool m_smem; /* mma: the mask's key tiles copied with k's (kg_att.m_smem) */
 } att_problem;
@@ -145,6 +146,7 @@ static kiln_status att_problem_of(const cg_emitter *e, const sched_group *grp, a
               mult8(pb->k.h) && mult8(pb->v.b) && mult8(pb->v.h) && o_ok && mult8(at->q.offset) &&
               mult8(at->kt.offset) && mult8(at->v.offset);
     pb->split = 1;
+    pb->bufs = 2;
     if (at->mask) {
         pb->m_size = cg_store(e, at->mask) == KILN_F32 ? 4 : 2;
         /* 16-byte copies of 64 keys: contiguous keys, rows and the
@@ -172,7 +174,7 @@ static int64_t smem_bytes(const att_problem *pb, int warps)
         /* the mask's tile: one row if it broadcasts over the queries */
         int64_t m_elems = pb->m_smem ? (pb->m.r ? MMA_ROWS_PER_WARP * warps : 1) *
                                            (MMA_KEYS * pb->m_size / 2 + MMA_PAD) : 0;
-        int64_t keys = 2 * pb->split * (iters > 1 ? 2 : 1) * (kv + m_elems);
+        int64_t keys = 2 * pb->split * (iters > 1 ? pb->bufs : 1) * (kv + m_elems);
         int64_t parts = 4 * (int64_t)(pb->split - 1) * warps * (4 * (pb->dv / 8) + 4) * 32;
         return 2 * MMA_ROWS_PER_WARP * warps * (pb->d + MMA_PAD) + KILN_MAX(keys, parts);
     }
@@ -202,15 +204,18 @@ static bool fits(const cg_emitter *e, const att_problem *pb, int warps)
            smem_bytes(pb, warps) <= KILN_GPROG_MAX_SMEM;
 }
 
-/* The key groups and the mask's tiles in shared memory, given up (the
- * mask's tiles first, then halving the groups) while an rTask of one query
- * warp would not fit the shared memory (a float32 mask with a row per
- * query takes 8.7 KB a key group and query warp). */
+/* The key groups, their second key tiles and the mask's tiles in shared
+ * memory, given up (the mask's tiles first, then the second tiles, then
+ * halving the groups) while an rTask of one query warp would not fit the
+ * shared memory: a float32 mask with a row per query takes 8.7 KB a key
+ * group and query warp; with d 128 two k and v tiles 70 KB, more than a
+ * persistent kernel of 4 blocks a multiprocessor leaves a block. */
 static void plan_keys(const cg_emitter *e, att_problem *pb)
 {
     pb->split = key_split(pb, most_warps(e));
-    while (!fits(e, pb, 1) && (pb->m_smem || pb->split > 1)) {
+    while (!fits(e, pb, 1) && (pb->m_smem || pb->bufs > 1 || pb->split > 1)) {
         if (pb->m_smem) pb->m_smem = false;
+        else if (pb->bufs > 1) pb->bufs = 1;
         else pb->split /= 2;
     }
 }
@@ -282,9 +287,10 @@ static kiln_status emit_with(cg_emitter *e, const sched_group *grp, const att_pr
     view_fields(s, 'm', &pb->m);
     view_fields(s, 'o', &pb->o);
     base_str_printf(s,
-                    "    p.warps = %d;\n    p.kv_split = %d;\n    p.k_rows = %d;\n    p.m_smem = %d;\n"
-                    "    p.nan_zero = %d;\n    %s(&p, t);\n}\n\n",
-                    warps, pb->split, pb->k_rows, pb->m_smem ? 1 : 0, at->nan_to_zero ? 1 : 0,
+                    "    p.warps = %d;\n    p.kv_split = %d;\n    p.kv_bufs = %d;\n    p.k_rows = %d;\n"
+                    "    p.m_smem = %d;\n    p.nan_zero = %d;\n    %s(&p, t);\n}\n\n",
+                    warps, pb->split, pb->mma ? pb->bufs : 1, pb->k_rows, pb->m_smem ? 1 : 0,
+                    at->nan_to_zero ? 1 : 0,
                     pb->mma ? "kg_att_mma_rtask" : "kg_att_simt_rtask");
     *op = (cg_op){.n_rtasks = pb->batch * pb->heads * n_qt, .block = 32 * warps * pb->split,
                   .smem_bytes = (int)smem_bytes(pb, warps), .narrow = true};

@@ -41,8 +41,11 @@
  * Strides are in elements of each tensor (0 where a dim is broadcast), so
  * Transposes the partition put into the group cost nothing.
  *
- * An rTask runs on threads 0 .. 32 * warps - 1 of its block: in a persistent
- * kernel of wider blocks the others skip it (kg.h, kg_sync_n).
+ * An rTask runs on threads 0 .. 32 * warps * kv_split - 1 of its block
+ * (kv_split is 1 in the fp32 kernel): in a persistent kernel of wider
+ * blocks the others skip it (kg.h, kg_sync_n). Its threads meet before
+ * they leave its shared memory to the block's next rTask, whatever that
+ * is (another rOperator's copies may start at once).
  */
 #ifndef KILN_KG_ATTENTION_CUH
 #define KILN_KG_ATTENTION_CUH
@@ -63,6 +66,8 @@ typedef struct kg_att {
     int warps;                    /* mma: query warps (16 rows each); simt: the rTask's warps */
     int kv_split;                 /* mma: key groups of `warps` warps, each taking every kv_split-th key tile
                                    * (threads 0 .. 32 * warps * kv_split - 1 of the block: kg_sync_n); simt: 1 */
+    int kv_bufs;                  /* mma: a group's k and v tiles in shared memory, 2 (copies of its next tile
+                                   * overlap this one's math) or 1 (where 2 would not fit); simt: 1 */
     int k_rows;                   /* mma: 1 when k_d == 1 ([key][d]), 0 when k_s == 1 ([d][key]) */
     int m_smem;                   /* mma: 1 when the mask's key tiles are copied with k's (m_k == 1, rows and
                                    * pointer 16-byte aligned: att_problem_of in emit_attention.c) */
@@ -337,7 +342,8 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
     /* key tile kt goes to group kt % S, iteration kt / S; every group runs
      * `iters` iterations (the last ones past the keys copy and compute
      * nothing) so that all the rTask's threads meet at every barrier */
-    const int n_kt = (p->sk + KG_ATT_BC - 1) / KG_ATT_BC, iters = (n_kt + S - 1) / S, nb = iters > 1 ? 2 : 1;
+    const int n_kt = (p->sk + KG_ATT_BC - 1) / KG_ATT_BC, iters = (n_kt + S - 1) / S;
+    const int nb = iters > 1 ? p->kv_bufs : 1;
     const int k_elems = (p->k_rows ? KG_ATT_BC : p->d) * wk, v_elems = KG_ATT_BC * wv;
     unsigned short *qs = (unsigned short *)kg_smem;
     /* the mask's tile in shared memory: one row when it broadcasts over the
@@ -541,10 +547,13 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
             m0 = mn0;
             m1 = mn1;
         }
-        if (grp > 0) { /* group 0 stores the rows */
-            KG_ATT_TRACE_END();
-            return;
-        }
+    }
+    /* every warp is done with shared memory (the key tiles, the partials):
+     * the block's next rTask may copy into it */
+    kg_sync_n(nt);
+    if (grp > 0) { /* group 0 stores the rows */
+        KG_ATT_TRACE_END();
+        return;
     }
     KG_ATT_MARK(7);
     float i0 = kg_att_inv(l0, p->nan_zero), i1 = kg_att_inv(l1, p->nan_zero);
