@@ -365,7 +365,6 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
                        gt, gn, mg, ms0 + i * m_elems, wm, m_rows, m_lim);
     }
     int issued = nb;
-    const int qa = q0 + 16 * warp + g, qb = qa + 8; /* rows g and g + 8 of the warp */
     kg_att_wait(2 * nb); /* q's group */
     kg_sync_n(nt);
     KG_ATT_MARK(1);
@@ -379,18 +378,19 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
     float of[KG_ATT_MAXD / 8][4];
 #pragma unroll
     for (int n = 0; n < KG_ATT_MAXD / 8; n++) of[n][0] = of[n][1] = of[n][2] = of[n][3] = 0.0f;
+    const int qa = q0 + 16 * warp + g, qb = qa + 8; /* rows g and g + 8 of the warp */
     float m0 = NEG_INF, m1 = NEG_INF, l0 = 0.0f, l1 = 0.0f; /* rows qa and qb */
 
     for (int it = 0; it < iters; it++) {
         const int kt = it * S + grp, k0 = kt * KG_ATT_BC;
         const unsigned short *ks = ks0 + (it % nb) * k_elems, *vs = vs0 + (it % nb) * v_elems;
-        /* iteration it's k is this thread's group 2 it + 1 of 2 issued + 1 */
         /* the mask's values: from the tile copied with k, or loaded before
          * the wait so that their latency overlaps it (loaded in the score
          * loop, each behind a branch, they ran one after another: a BERT b1
          * rTask 5.2 -> 6.7 us) */
         float mk[KG_ATT_BC / 8][4];
         if (!p->m_smem) kg_att_mask_vals(p, mask, qa, qb, k0 + 2 * c4, mk);
+        /* iteration it's k is this thread's group 2 it + 1 of 2 issued + 1 */
         kg_att_wait(2 * (issued - it) - 1);
         kg_sync_n(nt);
         if (it == 0) KG_ATT_MARK(2);
