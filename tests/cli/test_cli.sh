@@ -382,11 +382,12 @@ PY
     # block's 4 warps (24 rTasks); the kernels schedule makes 64-thread
     # blocks of it. Each build compiles the guarded call, with waits and with
     # grid barriers, for sm_80 and sm_90a.
-    python3 - "$tmp/att.onnx" <<'PY'
+    mk_att() {
+        python3 - "$1" "${2:-1}" <<'PY'
 import sys
 import onnx
 from onnx import TensorProto, helper
-shape = [1, 12, 128, 64]
+shape = [int(sys.argv[2]) if len(sys.argv) > 2 else 1, 12, 128, 64]
 nodes = [helper.make_node("Relu", [n + "_in"], [n]) for n in "qkv"]
 nodes += [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
           helper.make_node("MatMul", ["q", "kt"], ["s"]),
@@ -398,6 +399,8 @@ g = helper.make_graph(nodes, "att", [helper.make_tensor_value_info(n + "_in", Te
                       [helper.make_tensor("d", TensorProto.FLOAT, [], [8.0])])
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
 PY
+    }
+    mk_att "$tmp/att.onnx"
     expect cuda_narrow_listed 0 "1" -- sh -c "KILN_ATT_SPLIT=1 '$kiln' inspect '$tmp/att.onnx' --schedule mono:128x1 \
         --precision fp16 | grep -c '48 rTasks .*, on 64 of the 128 threads  \[kg_att_mma, 2 warps\]'"
     expect cuda_narrow_off 0 "1" -- sh -c "KILN_ATT_SPLIT=1 KILN_MONO_NARROW=0 '$kiln' inspect '$tmp/att.onnx' \
@@ -410,6 +413,11 @@ PY
         --precision fp16 | grep -c ' 48 rTasks  *[0-9]* B smem  \[kg_att_mma, 2 warps x 2 key groups\]'"
     expect cuda_att_key_groups_kernels 0 "1" -- sh -c "'$kiln' inspect '$tmp/att.onnx' --schedule kernels \
         --precision fp16 | grep -c '128 threads a block'"
+    # At batch 16 its 384 rTasks of 4 query warps cover the multiprocessors:
+    # one key group each (key_split)
+    mk_att "$tmp/att16.onnx" 16
+    expect cuda_att_no_key_groups_b16 0 "1" -- sh -c "'$kiln' inspect '$tmp/att16.onnx' --schedule waves \
+        --precision fp16 | grep -c ' 384 rTasks  *[0-9]* B smem  \[kg_att_mma, 4 warps\]'"
     for sched in mono mono-barriers; do
         expect "cuda_narrow_build_$sched" 0 "stages" -- env KILN_ATT_SPLIT=1 "$kiln" compile "$tmp/att.onnx" \
             -o "$tmp/att_$sched.kiln" --target cuda --precision fp16 --schedule "$sched:128x1" \

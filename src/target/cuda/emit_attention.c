@@ -187,12 +187,18 @@ static int64_t smem_bytes(const att_problem *pb, int warps)
  * side by side instead of one after another by the same warps, which on a
  * multiprocessor of few warps wait out every latency (a BERT b1 rTask of 2
  * warps: 1.8 us to have q, then about 1.4 us a key tile, on an H100).
- * KILN_ATT_SPLIT=N caps them (1: each rTask's warps walk every tile). */
-static int key_split(const att_problem *pb, int most)
+ * None where rTasks of 4 query warps already cover the multiprocessors:
+ * there other blocks hide those latencies, and the groups' merge only
+ * costs (BERT b16, 384 rTasks, waves on an H100: 1126 / 1133 us in two
+ * groups, 1094 / 1116 in one). KILN_ATT_SPLIT=N caps them (1: each
+ * rTask's warps walk every tile). */
+static int key_split(const cg_emitter *e, const att_problem *pb, int most)
 {
     if (!pb->mma) return 1;
     const char *v = getenv("KILN_ATT_SPLIT");
     int cap = v && atoi(v) > 0 ? atoi(v) : 4, split = 1;
+    int64_t tasks = pb->batch * pb->heads * cdiv(pb->sq, (int64_t)rows_per_warp(pb) * 4);
+    if (!(v && atoi(v) > 0) && tasks >= (e->gpu.n_sms > 0 ? e->gpu.n_sms : 132)) return 1;
     while (2 * split <= KILN_MIN(cap, 4) && 2 * split <= most && cdiv(pb->sk, MMA_KEYS) >= 2 * split) split *= 2;
     return split;
 }
@@ -212,7 +218,7 @@ static bool fits(const cg_emitter *e, const att_problem *pb, int warps)
  * persistent kernel of 4 blocks a multiprocessor leaves a block. */
 static void plan_keys(const cg_emitter *e, att_problem *pb)
 {
-    pb->split = key_split(pb, most_warps(e));
+    pb->split = key_split(e, pb, most_warps(e));
     while (!fits(e, pb, 1) && (pb->m_smem || pb->bufs > 1 || pb->split > 1)) {
         if (pb->m_smem) pb->m_smem = false;
         else if (pb->bufs > 1) pb->bufs = 1;
