@@ -32,8 +32,9 @@ SPLITS = [2, 3, 4, 6, 8]
 N_SMS, SMEM_OPTIN = 132, 232448
 # emit_conv.c's constants: tc_consts (latency, gather_latency, bytes_per_clk, warp_issue, epi), the
 # gather instructions an element and the split-K fix-up (7 latencies + 50 cycles an element a thread)
-CURRENT = dict(latency=200.0, glat=680.0, bpc=40.0, warp=110.0, epi=28.0, gi=16.0, fix=7.0, fixe=50.0)
-BEFORE = dict(latency=300.0, glat=300.0, bpc=64.0, warp=40.0, epi=100.0, gi=14.0, fix=7.0, fixe=50.0)
+# and the L2 bytes a clock the whole GPU serves (0: unbounded)
+CURRENT = dict(latency=111.0, glat=575.0, bpc=27.4, warp=194.0, epi=88.4, gi=17.1, fix=14.2, fixe=26.0, l2=2890.0)
+BEFORE = dict(latency=200.0, glat=680.0, bpc=40.0, warp=110.0, epi=28.0, gi=16.0, fix=7.0, fixe=50.0, l2=0.0)
 
 
 def cdiv(a, b):
@@ -100,7 +101,10 @@ def cost(P, m, n, k, c, a_async, da, sk, row_vec=False):
     step = max(step, (lat if a_async else P["glat"]) / in_flight)
     tile = n_kt * step + lat + bm * bn / thr * P["epi"]
     fixup = P["fix"] * lat + bm * bn / thr * P["fixe"] * sk if sk > 1 else 0.0
-    return cdiv(per_sm, res) * tile + fixup
+    t = cdiv(per_sm, res) * tile + fixup
+    if P["l2"] > 0:  # the operand panels every tile reads through L2
+        t = max(t, tiles * (bm + bn) * bk * n_kt * 2.0 / P["l2"] + lat)
+    return t
 
 
 def ranked(P, m, n, k, a_async, b_async, row_vec=False):
@@ -165,7 +169,7 @@ def main():
         print("%-12s picks %.1f us (best of each %.1f), %d picks not measured" % (name, t, b, u))
     grid = dict(latency=[150, 200, 300, 400, 600, 800], glat=[300, 600, 900, 1200, 2000], bpc=[16, 32, 48, 64, 96],
                 gi=[7, 10, 14, 20, 28], warp=[20, 40, 80, 160], epi=[25, 50, 100, 200], fix=[1, 2, 4, 7, 10, 15],
-                fixe=[10, 25, 50, 100])
+                fixe=[10, 25, 50, 100], l2=[0, 1000, 2000, 3000, 4000, 6000])
     best = (score(BEFORE), dict(BEFORE))
     for _ in range(3):
         for name, values in grid.items():

@@ -322,20 +322,37 @@ typedef struct cost_consts {
     double bytes_per_clk;  /* operand traffic an SM takes */
     double warp_issue;     /* instructions a warp issues per k-tile besides gathers */
     double epi;            /* epilogue cycles per output element a thread stores */
+    double gather_instr;   /* instructions per gathered element (not 8-element rows) */
+    double fixup;          /* split-K: latencies before the last split's epilogue */
+    double fixup_elem;     /* split-K: cycles per element a thread sums, per split */
+    double l2_bytes_per_clk; /* operand traffic the whole GPU's L2 serves (0: unbounded) */
 } cost_consts;
 
-/* kg_conv_tc: fitted on an H100 to the tuner's times of the first 12
- * candidates of each of the 71 convolutions of ResNet-50 and GoogLeNet at
- * batch 1 (bench: KILN_TUNE_LOG): the picks sum to 807 us against 856 with
- * the constants before (those of kg_conv_simt) and 746 for the best of
- * each; ResNet-50 and GoogLeNet's halves of the set gain alike. Gathered
+/* kg_conv_tc in a kernel of its own (waves, kernels): fitted on an H100
+ * (bench/conv_cost_fit.py) to the tuner's times of the first 12
+ * candidates of each convolution of ResNet-50 and GoogLeNet at batch 1,
+ * waves and mono:256x3 (KILN_TUNE_LOG): the picks sum to 1473 us against
+ * 1547 with tc_consts_persistent and 1407 for the best of each. Gathered
  * elements wait longer than cp.async stages, so more of them in flight
- * (DA) pay; split-K pays on late layers. */
-static const cost_consts tc_consts = {.latency = 200.0, .gather_latency = 680.0, .bytes_per_clk = 40.0,
-                                      .warp_issue = 110.0, .epi = 28.0};
+ * (DA) pay; split-K pays on late layers; small tiles of a large problem
+ * pay for the L2 traffic. H100, one call, three rounds, against
+ * tc_consts_persistent: waves ResNet-50 490 / 485 / 496 -> 475 / 476 /
+ * 488 us, GoogLeNet 238 / 236 / 237 -> 240 / 238 / 240. */
+static const cost_consts tc_consts = {.latency = 111.0, .gather_latency = 575.0, .bytes_per_clk = 27.4,
+                                      .warp_issue = 194.0, .epi = 88.4, .gather_instr = 17.1, .fixup = 14.2,
+                                      .fixup_elem = 26.0, .l2_bytes_per_clk = 2890.0};
+/* kg_conv_tc in a persistent kernel: the fit before (to the same models'
+ * tuner times when activations were NCHW, without the L2 term). There the
+ * refit's larger tiles lost: mono GoogLeNet 297 / 293 / 293 -> 365 / 363 /
+ * 369 us, ResNet-50 676 / 675 / 677 -> 705 / 639 / 715 (the tuner times
+ * each convolution alone, not beside the other rOperators of its stage). */
+static const cost_consts tc_consts_persistent = {.latency = 200.0, .gather_latency = 680.0, .bytes_per_clk = 40.0,
+                                                 .warp_issue = 110.0, .epi = 28.0, .gather_instr = 16.0,
+                                                 .fixup = 7.0, .fixup_elem = 50.0, .l2_bytes_per_clk = 0.0};
 /* kg_conv_simt: the first fit's constants (above), which both templates had. */
 static const cost_consts simt_consts = {.latency = 300.0, .gather_latency = 300.0, .bytes_per_clk = 64.0,
-                                        .warp_issue = 40.0, .epi = 100.0};
+                                        .warp_issue = 40.0, .epi = 100.0, .gather_instr = 14.0, .fixup = 7.0,
+                                        .fixup_elem = 50.0, .l2_bytes_per_clk = 0.0};
 
 /* What the cost model needs of a configuration. */
 typedef struct tile_shape {
@@ -379,19 +396,30 @@ static double launch_cost(const cg_gpu *gpu, const gemm_dims *d, const tile_shap
     double tile = (double)n_kt * step + latency + (double)s->bm * s->bn / s->threads * s->k->epi;
     /* split-K: the partial tiles' round trip through L2, the fence and the
      * counter before the last split's epilogue (a guess, as in emit_gemm.c) */
-    double fixup = s->splits > 1 ? 7.0 * latency + (double)s->bm * s->bn / s->threads * 50.0 * s->splits : 0.0;
-    return (double)ceil_div(per_sm, res) * tile + fixup;
+    double fixup = s->splits > 1 ? s->k->fixup * latency + (double)s->bm * s->bn / s->threads * s->k->fixup_elem * s->splits
+                                 : 0.0;
+    double t = (double)ceil_div(per_sm, res) * tile + fixup;
+    /* every tile reads its A and B panels through L2: small tiles of a
+     * large problem read them many times over (GoogLeNet's 3 x 3
+     * convolution of 56 x 56 x 64 into 192 channels: 27.7 us in 64 x 32
+     * tiles, 18.4 in 128 x 64) */
+    if (s->k->l2_bytes_per_clk > 0) {
+        double l2 = (double)tiles * (s->bm + s->bn) * s->bk * (double)n_kt * s->elem_bytes;
+        if (l2 / s->k->l2_bytes_per_clk + latency > t) t = l2 / s->k->l2_bytes_per_clk + latency;
+    }
+    return t;
 }
 
-static double tc_cost(const cg_gpu *gpu, const gemm_dims *d, const tc_cfg *c, const tc_operands *o, int da, int sk)
+static double tc_cost(const cg_emitter *e, const gemm_dims *d, const tc_cfg *c, const tc_operands *o, int da, int sk)
 {
+    const cost_consts *k = e->want_block ? &tc_consts_persistent : &tc_consts;
     tile_shape s = {.bm = c->bm, .bn = c->bn, .bk = c->bk, .threads = tc_threads(c), .smem = tc_smem(c), .splits = sk,
                     .regs = 48 + c->wm * c->wn / 32 + 8 * da * loader_chunks(c->bm, c->bk / 8, tc_threads(c)),
                     .in_flight = o->a_async ? c->st - 1 : da, .flop_per_clk = 1024.0, .elem_bytes = 2.0,
-                    .gather_instr = o->a_async ? 1.0 : o->row_vec ? 3.0 : 16.0, .gathered = !o->a_async,
-                    .k = &tc_consts};
+                    .gather_instr = o->a_async ? 1.0 : o->row_vec ? 3.0 : k->gather_instr, .gathered = !o->a_async,
+                    .k = k};
     if (s.regs > 255) s.regs = 255;
-    return launch_cost(gpu, d, &s);
+    return launch_cost(&e->gpu, d, &s);
 }
 
 static double simt_cost(const cg_gpu *gpu, const gemm_dims *d, const simt_cfg *c, int da)
@@ -399,7 +427,7 @@ static double simt_cost(const cg_gpu *gpu, const gemm_dims *d, const simt_cfg *c
     tile_shape s = {.bm = c->bm, .bn = c->bn, .bk = c->bk, .threads = simt_threads(c), .smem = simt_smem(c),
                     .regs = 48 + c->tm * c->tn + c->tm + c->tn + da * simt_elems(c), .in_flight = da, .splits = 1,
                     .flop_per_clk = 256.0,
-                    .elem_bytes = 4.0, .gather_instr = 14.0, .gathered = true, .k = &simt_consts};
+                    .elem_bytes = 4.0, .gather_instr = simt_consts.gather_instr, .gathered = true, .k = &simt_consts};
     return launch_cost(gpu, d, &s);
 }
 
@@ -451,7 +479,7 @@ static void list_pass(const cg_emitter *e, const conv_geom *g, bool tc, const tc
         int max_da = tc ? tc_max_da(&tc_table[i], o) : simt_max_da(&simt_table[i]);
         for (int da = 1; da <= max_da; da++)
             cand_insert(out, i, da, 1,
-                        tc ? tc_cost(&e->gpu, &d, &tc_table[i], o, da, 1) : simt_cost(&e->gpu, &d, &simt_table[i], da));
+                        tc ? tc_cost(e, &d, &tc_table[i], o, da, 1) : simt_cost(&e->gpu, &d, &simt_table[i], da));
         if (!tc) continue;
         /* split-K for tiles that leave multiprocessors idle: every split
          * two k-tiles or more, at most four rTasks per multiprocessor */
@@ -462,7 +490,7 @@ static void list_pass(const cg_emitter *e, const conv_geom *g, bool tc, const tc
         for (int j = 0; j < (int)(sizeof(split_cands) / sizeof(split_cands[0])); j++) {
             int sk = split_cands[j];
             if (n_kt < 2 * sk || tiles * sk > 4 * sms || tiles * sk * bm * bn > SPLITK_WS_FLOATS) continue;
-            for (int da = 1; da <= max_da; da++) cand_insert(out, i, da, sk, tc_cost(&e->gpu, &d, c, o, da, sk));
+            for (int da = 1; da <= max_da; da++) cand_insert(out, i, da, sk, tc_cost(e, &d, c, o, da, sk));
         }
     }
 }
