@@ -13,6 +13,9 @@ best of each convolution, and for the constants a local search finds (a
 coordinate pass over a grid, then random multiplicative steps). The ranking
 is a transcription of emit_conv.c's list_pass, tc_cost and launch_cost for an
 H100 (132 SMs, 227 KB of shared memory a block): keep the two in step.
+CURRENT is tc_consts (convolutions in kernels of their own); persistent
+kernels keep tc_consts_persistent (BEFORE), since the refit's picks lost
+there: time whole models in both kinds before changing either.
 """
 import argparse
 import collections
