@@ -414,10 +414,15 @@ PY
     expect cuda_att_key_groups_kernels 0 "1" -- sh -c "'$kiln' inspect '$tmp/att.onnx' --schedule kernels \
         --precision fp16 | grep -c '128 threads a block'"
     # At batch 16 its 384 rTasks of 4 query warps cover the multiprocessors:
-    # one key group each (key_split)
+    # in a kernel of their own, one key group each (key_split); a persistent
+    # kernel keeps two
     mk_att "$tmp/att16.onnx" 16
     expect cuda_att_no_key_groups_b16 0 "1" -- sh -c "'$kiln' inspect '$tmp/att16.onnx' --schedule waves \
         --precision fp16 | grep -c ' 384 rTasks  *[0-9]* B smem  \[kg_att_mma, 4 warps\]'"
+    expect cuda_att_key_groups_b16_mono 0 "1" -- sh -c "'$kiln' inspect '$tmp/att16.onnx' --schedule mono:256x2 \
+        --precision fp16 | grep -c ' 384 rTasks  *[0-9]* B smem  \[kg_att_mma, 4 warps x 2 key groups\]'"
+    expect cuda_att_key_groups_b16_forced 0 "1" -- sh -c "KILN_ATT_SPLIT=2 '$kiln' inspect '$tmp/att16.onnx' \
+        --schedule waves --precision fp16 | grep -c '\[kg_att_mma, 4 warps x 2 key groups\]'"
     for sched in mono mono-barriers; do
         expect "cuda_narrow_build_$sched" 0 "stages" -- env KILN_ATT_SPLIT=1 "$kiln" compile "$tmp/att.onnx" \
             -o "$tmp/att_$sched.kiln" --target cuda --precision fp16 --schedule "$sched:128x1" \

@@ -187,18 +187,23 @@ static int64_t smem_bytes(const att_problem *pb, int warps)
  * side by side instead of one after another by the same warps, which on a
  * multiprocessor of few warps wait out every latency (a BERT b1 rTask of 2
  * warps: 1.8 us to have q, then about 1.4 us a key tile, on an H100).
- * None where rTasks of 4 query warps already cover the multiprocessors:
- * there other blocks hide those latencies, and the groups' merge only
- * costs (BERT b16, 384 rTasks, waves on an H100: 1126 / 1133 us in two
- * groups, 1094 / 1116 in one). KILN_ATT_SPLIT=N caps them (1: each
- * rTask's warps walk every tile). */
+ * In a kernel of its own, none where rTasks of 4 query warps already
+ * cover the multiprocessors: there other blocks hide those latencies, and
+ * the groups' merge only costs (BERT b16, 384 rTasks, waves on an H100:
+ * 1126 / 1133 us in two groups against 1129 / 1122 before them in one
+ * call; in one group 1098 / 1102 against 1124 / 1129 in another). A
+ * persistent kernel keeps them (mono b16 1659 / 1660 in two groups, 1672 /
+ * 1666 in one; there one group would leave half of a 256-thread block to
+ * a narrow rTask). KILN_ATT_SPLIT=N caps the groups (1: each rTask's warps
+ * walk every tile) and, set, lifts the rule on the multiprocessors. */
 static int key_split(const cg_emitter *e, const att_problem *pb, int most)
 {
     if (!pb->mma) return 1;
     const char *v = getenv("KILN_ATT_SPLIT");
-    int cap = v && atoi(v) > 0 ? atoi(v) : 4, split = 1;
+    const bool capped = v && atoi(v) > 0;
+    int cap = capped ? atoi(v) : 4, split = 1;
     int64_t tasks = pb->batch * pb->heads * cdiv(pb->sq, (int64_t)rows_per_warp(pb) * 4);
-    if (!(v && atoi(v) > 0) && tasks >= (e->gpu.n_sms > 0 ? e->gpu.n_sms : 132)) return 1;
+    if (!capped && !e->want_block && tasks >= (e->gpu.n_sms > 0 ? e->gpu.n_sms : 132)) return 1;
     while (2 * split <= KILN_MIN(cap, 4) && 2 * split <= most && cdiv(pb->sk, MMA_KEYS) >= 2 * split) split *= 2;
     return split;
 }
