@@ -330,9 +330,10 @@ typedef struct cost_consts {
 
 /* kg_conv_tc in a kernel of its own (waves, kernels): fitted on an H100
  * (bench/conv_cost_fit.py) to the tuner's times of the first 12
- * candidates of each convolution of ResNet-50 and GoogLeNet at batch 1,
- * waves and mono:256x3 (KILN_TUNE_LOG): the picks sum to 1473 us against
- * 1547 with tc_consts_persistent and 1407 for the best of each. Gathered
+ * candidates of each convolution of ResNet-50 and GoogLeNet at batch 1
+ * (KILN_TUNE_LOG, waves; the mono:256x3 logs were in the fit too, ranked
+ * as here): on the waves logs the picks sum to 732 us against 775 with
+ * tc_consts_persistent and 701 for the best of each. Gathered
  * elements wait longer than cp.async stages, so more of them in flight
  * (DA) pay; split-K pays on late layers; small tiles of a large problem
  * pay for the L2 traffic. H100, one call, three rounds, against
@@ -349,7 +350,8 @@ static const cost_consts tc_consts = {.latency = 111.0, .gather_latency = 575.0,
 static const cost_consts tc_consts_persistent = {.latency = 200.0, .gather_latency = 680.0, .bytes_per_clk = 40.0,
                                                  .warp_issue = 110.0, .epi = 28.0, .gather_instr = 16.0,
                                                  .fixup = 7.0, .fixup_elem = 50.0, .l2_bytes_per_clk = 0.0};
-/* kg_conv_simt: the first fit's constants (above), which both templates had. */
+/* kg_conv_simt: the constants of the first fit (before tc_consts_persistent's), which both
+ * templates had then. */
 static const cost_consts simt_consts = {.latency = 300.0, .gather_latency = 300.0, .bytes_per_clk = 64.0,
                                         .warp_issue = 40.0, .epi = 100.0, .gather_instr = 14.0, .fixup = 7.0,
                                         .fixup_elem = 50.0, .l2_bytes_per_clk = 0.0};
