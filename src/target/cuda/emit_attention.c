@@ -162,6 +162,12 @@ static int most_warps(const cg_emitter *e) { return e->want_block ? e->want_bloc
 
 static int rows_per_warp(const att_problem *pb) { return pb->mma ? MMA_ROWS_PER_WARP : SIMT_ROWS_PER_WARP; }
 
+/* The rTasks of `warps` query warps each. */
+static int64_t rtasks(const att_problem *pb, int warps)
+{
+    return pb->batch * pb->heads * cdiv(pb->sq, (int64_t)rows_per_warp(pb) * warps);
+}
+
 /* kg_att_mma_rtask's shared memory: the q tile, then each key group's
  * key tiles (two when it takes more than one, one otherwise), which the
  * groups' partial rows reuse at the end. */
@@ -200,18 +206,17 @@ static int key_split(const cg_emitter *e, const att_problem *pb, int most)
 {
     if (!pb->mma) return 1;
     const char *v = getenv("KILN_ATT_SPLIT");
-    const bool capped = v && atoi(v) > 0;
-    int cap = capped ? atoi(v) : 4, split = 1;
-    int64_t tasks = pb->batch * pb->heads * cdiv(pb->sq, (int64_t)rows_per_warp(pb) * 4);
-    if (!capped && !e->want_block && tasks >= (e->gpu.n_sms > 0 ? e->gpu.n_sms : 132)) return 1;
+    int cap = v ? atoi(v) : 0, split = 1;
+    const bool capped = cap > 0;
+    if (!capped) cap = 4;
+    if (!capped && !e->want_block && rtasks(pb, 4) >= (e->gpu.n_sms > 0 ? e->gpu.n_sms : 132)) return 1;
     while (2 * split <= KILN_MIN(cap, 4) && 2 * split <= most && cdiv(pb->sk, MMA_KEYS) >= 2 * split) split *= 2;
     return split;
 }
 
 static bool fits(const cg_emitter *e, const att_problem *pb, int warps)
 {
-    int64_t tasks = pb->batch * pb->heads * cdiv(pb->sq, (int64_t)rows_per_warp(pb) * warps);
-    return tasks <= INT32_MAX && smem_bytes(pb, warps) <= e->gpu.smem_per_block_optin &&
+    return rtasks(pb, warps) <= INT32_MAX && smem_bytes(pb, warps) <= e->gpu.smem_per_block_optin &&
            smem_bytes(pb, warps) <= KILN_GPROG_MAX_SMEM;
 }
 
@@ -242,8 +247,7 @@ static int heuristic_warps(const cg_emitter *e, const att_problem *pb, int most)
 {
     int warps = KILN_MIN(4, most);
     for (; warps > 1; warps /= 2) {
-        int64_t tasks = pb->batch * pb->heads * cdiv(pb->sq, (int64_t)rows_per_warp(pb) * warps);
-        if (fits(e, pb, warps) && 4 * tasks >= e->gpu.n_sms) break;
+        if (fits(e, pb, warps) && 4 * rtasks(pb, warps) >= e->gpu.n_sms) break;
     }
     return warps;
 }
