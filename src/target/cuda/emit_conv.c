@@ -374,7 +374,7 @@ typedef struct tile_shape {
  * schedulers with the other resident tiles), its operand traffic and the
  * memory latency divided by the stages in flight; plus the prologue's and
  * the epilogue's latencies. */
-static double launch_cost(const cg_gpu *gpu, const gemm_dims *d, const tile_shape *s)
+static double launch_cost(const cg_gpu *gpu, const gemm_dims *d, const tile_shape *s, int per_sm_blocks)
 {
     const double latency = s->k->latency, bytes_per_clk = s->k->bytes_per_clk;
     int64_t n_kt = ceil_div(ceil_div(d->k, s->bk), s->splits);
@@ -385,6 +385,9 @@ static double launch_cost(const cg_gpu *gpu, const gemm_dims *d, const tile_shap
     if (s->smem > 0 && smem_sm / s->smem < bps) bps = smem_sm / s->smem;
     if (65536 / (s->threads * s->regs) < bps) bps = 65536 / (s->threads * s->regs);
     if (bps < 1) bps = 1;
+    /* a persistent kernel: exactly its configuration's blocks a multiprocessor, each
+     * running an rTask at a time (gpu->smem_per_block_optin is then a block's share) */
+    if (per_sm_blocks > 0) bps = per_sm_blocks;
     int64_t per_sm = ceil_div(tiles, sms), res = per_sm < bps ? per_sm : bps;
     double warps = s->threads / 32.0;
     double gather = (double)s->bm * s->bk / 32.0 * s->gather_instr;
@@ -421,16 +424,16 @@ static double tc_cost(const cg_emitter *e, const gemm_dims *d, const tc_cfg *c, 
                     .gather_instr = o->a_async ? 1.0 : o->row_vec ? 3.0 : k->gather_instr, .gathered = !o->a_async,
                     .k = k};
     if (s.regs > 255) s.regs = 255;
-    return launch_cost(&e->gpu, d, &s);
+    return launch_cost(&e->gpu, d, &s, e->want_block ? e->mono_per_sm : 0);
 }
 
-static double simt_cost(const cg_gpu *gpu, const gemm_dims *d, const simt_cfg *c, int da)
+static double simt_cost(const cg_emitter *e, const gemm_dims *d, const simt_cfg *c, int da)
 {
     tile_shape s = {.bm = c->bm, .bn = c->bn, .bk = c->bk, .threads = simt_threads(c), .smem = simt_smem(c),
                     .regs = 48 + c->tm * c->tn + c->tm + c->tn + da * simt_elems(c), .in_flight = da, .splits = 1,
                     .flop_per_clk = 256.0,
                     .elem_bytes = 4.0, .gather_instr = simt_consts.gather_instr, .gathered = true, .k = &simt_consts};
-    return launch_cost(gpu, d, &s);
+    return launch_cost(&e->gpu, d, &s, e->want_block ? e->mono_per_sm : 0);
 }
 
 /* The candidates for a group, best first by the cost model: (index into
@@ -481,7 +484,7 @@ static void list_pass(const cg_emitter *e, const conv_geom *g, bool tc, const tc
         int max_da = tc ? tc_max_da(&tc_table[i], o) : simt_max_da(&simt_table[i]);
         for (int da = 1; da <= max_da; da++)
             cand_insert(out, i, da, 1,
-                        tc ? tc_cost(e, &d, &tc_table[i], o, da, 1) : simt_cost(&e->gpu, &d, &simt_table[i], da));
+                        tc ? tc_cost(e, &d, &tc_table[i], o, da, 1) : simt_cost(e, &d, &simt_table[i], da));
         if (!tc) continue;
         /* split-K for tiles that leave multiprocessors idle: every split
          * two k-tiles or more, at most four rTasks per multiprocessor */
