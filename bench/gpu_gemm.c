@@ -241,8 +241,10 @@ static char *source_of(const shape *s, const gemm_problem *g, const gemm_cfg *ca
             tb = (*n_tmaps)++;
             gemm_tmaps(g, &cands[i], &tmaps[ta], &tmaps[tb]);
         }
+        /* one candidate timed at a time: its split-K partials at the workspace's start */
+        cg_op at_start = {.splitk = cands[i].splits > 1};
         emit_call(&src, g, &cands[i], pa, pb, pc, s->epi != EPI_NONE ? pbias : NULL,
-                  s->epi == EPI_BIAS_RES ? pres : NULL, ta, tb, NULL);
+                  s->epi == EPI_BIAS_RES ? pres : NULL, ta, tb, NULL, &at_start);
         /* two blocks: half the shared memory, and 128 registers a thread at 256 threads (bn/2 accumulators) */
         bool two = cfg_smem(&cands[i]) <= 113 * 1024 && (cfg_threads(&cands[i]) <= 128 || cands[i].bn <= 128);
         int min_blocks = min_blocks2 && two ? 2 : 1;

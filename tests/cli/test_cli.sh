@@ -751,6 +751,31 @@ PY
     expect cuda_conv_mono_residency 0 "392 rTasks  36864 B smem  [kg_conv_tc 32x64x64" -- "$kiln" inspect "$tmp/stem.onnx" \
         --schedule mono --precision fp16
 
+    # split-K convolutions side by side (late layers of two branches) each
+    # get their own place in the split-K workspace (cg_splitk_place), so
+    # they share a wave and a stage; they took a kernel each when they
+    # shared the whole workspace (3 launches, 2 grid barriers)
+    python3 - "$tmp/twosk.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+inits = [numpy_helper.from_array((rng.standard_normal((512, 512, 3, 3)) * 0.02).astype(np.float32), n)
+         for n in ("wa", "wb")]
+nodes = [helper.make_node("Conv", ["x", "wa"], ["a"], kernel_shape=[3, 3], pads=[1] * 4),
+         helper.make_node("Conv", ["x", "wb"], ["b"], kernel_shape=[3, 3], pads=[1] * 4),
+         helper.make_node("Concat", ["a", "b"], ["y"], axis=1)]
+g = helper.make_graph(nodes, "twosk", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 512, 7, 7])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    "$kiln" inspect "$tmp/twosk.onnx" --schedule waves --precision fp16 >"$tmp/twosk.txt" 2>&1
+    expect cuda_splitk_side_by_side 0 "2 split-K, 2 launches" -- python3 -c 'import sys; t = open(sys.argv[1]).read()
+print("%d split-K, %s" % (t.count(", split-K"), t.split("launches")[0].split(": ")[-1] + "launches"))' "$tmp/twosk.txt"
+    expect cuda_splitk_one_stage 0 "1 grid barriers (2 before merging)" -- "$kiln" inspect "$tmp/twosk.onnx" \
+        --schedule mono --precision fp16
+
     # A persistent kernel whose tables outgrow their share of constant
     # memory (48 KB: 800 softmaxes in a row, 800 stages and members) keeps
     # them in global memory, and builds

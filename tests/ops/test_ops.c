@@ -848,6 +848,31 @@ static void b_conv_long_k(tc *c)
     tc_out(c, "y");
 }
 
+/* Late layers side by side: two or three convolutions of long K reading
+ * one x, each split across blocks, in one stage of a persistent kernel
+ * or one wave (each has its own place in kg.h's split-K workspace:
+ * cg_splitk_place). Their outputs are the graph's. */
+static void b_conv_split_k_branches(tc *c)
+{
+    conv_geo g = {.N = 1, .C = (int64_t[]){256, 512, 384, 136}[c->variant % 4], .H = 7, .W = 7,
+                  .K = rint_(c, 48, 160), .R = 3, .S = 3, .group = 1, .sh = 1, .sw = 1, .dh = 1, .dw = 1,
+                  .pads = {1, 1, 1, 1}};
+    g.OH = g.H;
+    g.OW = g.W;
+    conv_inputs(c, &g, true);
+    conv_node(c, &g, "x", "", "y0");
+    tc_out(c, "y0");
+    int branches = c->variant & 1 ? 3 : 2;
+    for (int i = 1; i < branches; i++) {
+        int64_t k = rint_(c, 48, 160);
+        tc_const(c, tc_str(c, "w%d", i), KILN_F32, 4, (int64_t[]){k, g.C, 3, 3}, G_NORMAL);
+        Onnx__NodeProto *n = tc_node(c, "Conv", tc_str(c, "x,w%d", i), tc_str(c, "y%d", i));
+        ais(c, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+        tc_note(c, "K%d=%lld", i, (long long)k);
+        tc_out(c, tc_str(c, "y%d", i));
+    }
+}
+
 /* Weights fed at run time: the target wants them constant, so a fallback. */
 static void b_conv_w_input(tc *c)
 {
@@ -3031,6 +3056,7 @@ static const op_case case_table[] = {
     CASE("Conv/depthwise", b_conv_depthwise),
     CASE("Conv/grouped", b_conv_grouped),
     CASE("Conv/long_K", b_conv_long_k),
+    CASE("Conv/split_K_branches", b_conv_split_k_branches),
     FB("Conv/weights_fed", b_conv_w_input, 2),
     CASE("Conv+Add+Relu", b_conv_add_relu),
     CASE("Conv+Add(residual)+act", b_conv_residual),

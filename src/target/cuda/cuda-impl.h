@@ -38,7 +38,9 @@ typedef struct cg_op {
     int64_t n_rtasks;  /* 1 .. INT32_MAX */
     int block;         /* threads per block: a multiple of 32, 32 .. 1024 */
     int smem_bytes;    /* dynamic shared memory per rTask (0 .. 227 KB) */
-    bool splitk;       /* uses kg.h's split-K workspace (one such op per kernel) */
+    bool splitk;       /* uses kg.h's split-K workspace: its place there is below */
+    int64_t ws_at, ws_floats; /* split-K: the floats of kg_splitk_ws it uses (cg_splitk_place) */
+    int sem_at, sems;  /* split-K: the counters of kg_splitk_sem it uses */
     int cluster;       /* blocks per cluster: 0 or 1 none, 2 pairs (a kernel of its own, KG_CLUSTER) */
     bool narrow;       /* may run on the first `block` threads of a wider persistent block (kg_sync_n) */
     double est_clk;    /* the cost model's time for the rTasks run alone, in SM clocks (0: no estimate) */
@@ -116,11 +118,31 @@ typedef struct cg_emitter {
      * by side with a GEMM group's, or NULL (emit.c, plan_gemm_share) */
     int *gemm_share;
     int tune_share;          /* while tuning a group: copies of its rTasks a timed launch runs (1: one) */
+    /* where the next split-K rOperator's partials and counters go in kg.h's
+     * workspace (cg_splitk_place) */
+    int64_t splitk_ws_next;
+    int splitk_sem_next;
     int need[32];            /* cg_kernel_sources indices the program includes, in order */
     int n_need;
     rt_gtmap *tmaps;         /* the tensor maps kg_tmaps[] holds (runtime/gprog.h), in order */
     int n_tmaps, cap_tmaps;
 } cg_emitter;
+
+/* kg.h's split-K workspace: floats of partial tiles (KG_SPLITK_WS_FLOATS)
+ * and tile counters (KG_SPLITK_SEMS). */
+#define CG_SPLITK_WS_FLOATS (1 << 20)
+#define CG_SPLITK_SEMS 4096
+
+/* Gives a split-K rOperator its floats and counters of the workspace: the
+ * ones after the previous split-K rOperator's, or the first when those
+ * would not fit; sets op->splitk and its place. Split-K rOperators whose
+ * places overlap run one after the other (cg_splitk_overlap: emit.c's
+ * stages and waits); the others may share a stage, as Inception's
+ * branches do. */
+void cg_splitk_place(cg_emitter *e, int64_t floats, int sems, cg_op *op);
+/* Whether the places of split-K rOperators a and b overlap (false when
+ * either is not split-K). */
+bool cg_splitk_overlap(const cg_op *a, const cg_op *b);
 
 /* Whether GEMM groups a and b are the same product (one tuning key) of
  * the same A: BERT's query, key and value (emit_gemm.c). */

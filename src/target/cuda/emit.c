@@ -534,10 +534,10 @@ static kiln_status check_op(cg_emitter *e, const sched_group *grp, const cg_op *
  * earliest stage after every member it depends on: one that writes what it
  * reads, or reads or writes what it writes (bytes of the arena and the
  * outputs; the planner reuses arena bytes, so a later group's output may
- * sit on an earlier one's dead input), and after any member that uses the
- * split-K workspace when it does too. The stages are thus the longest
- * dependency paths through the kernel's groups (MonoNN 4.4: a barrier per
- * group, merged where nothing crosses it).
+ * sit on an earlier one's dead input), and after any split-K member whose
+ * place in the workspace overlaps its own (cg_splitk_place). The stages are
+ * thus the longest dependency paths through the kernel's groups (MonoNN
+ * 4.4: a barrier per group, merged where nothing crosses it).
  *   --schedule=kernels: a kernel is one stage (a wave: BERT's query, key
  *     and value products), at most WAVE_MAX groups.
  *   --schedule=mono-barriers: a kernel holds every group up to a host
@@ -691,11 +691,31 @@ static int kernel_block(const program *pr, const cg_op *op)
     return cg_block_in(op, pr->mono ? pr->block : pr->waves ? pr->wave_block : 0);
 }
 
+void cg_splitk_place(cg_emitter *e, int64_t floats, int sems, cg_op *op)
+{
+    if (e->splitk_ws_next + floats > CG_SPLITK_WS_FLOATS || e->splitk_sem_next + sems > CG_SPLITK_SEMS)
+        e->splitk_ws_next = e->splitk_sem_next = 0;
+    op->splitk = true;
+    op->ws_at = e->splitk_ws_next;
+    op->ws_floats = floats;
+    op->sem_at = e->splitk_sem_next;
+    op->sems = sems;
+    e->splitk_ws_next += floats;
+    e->splitk_sem_next += sems;
+}
+
+bool cg_splitk_overlap(const cg_op *a, const cg_op *b)
+{
+    if (!a->splitk || !b->splitk) return false;
+    return (a->ws_at < b->ws_at + b->ws_floats && b->ws_at < a->ws_at + a->ws_floats) ||
+           (a->sem_at < b->sem_at + b->sems && b->sem_at < a->sem_at + a->sems);
+}
+
 static int stage_for(const cg_emitter *e, const batch *b, const sched_group *grp, const cg_op *op)
 {
     int s = 0;
     for (int k = 0; k < b->n; k++)
-        if ((op->splitk && b->m[k].op.splitk) || sched_group_depends(e->g, e->p, b->m[k].grp, grp))
+        if (cg_splitk_overlap(op, &b->m[k].op) || sched_group_depends(e->g, e->p, b->m[k].grp, grp))
             s = KILN_MAX(s, b->m[k].stage + 1);
     return s;
 }
@@ -713,9 +733,10 @@ static void batch_label(const batch *b, int stages, base_str *s)
 
 /* Counter waits: which earlier members each member of a batch waits for.
  * Those it depends on (and for a split-K member the split-K members before
- * it, which share the workspace), less those that another of them waits
- * for already, directly or not (the transitive reduction: taking the
- * candidates latest first, one another's reach covers is dropped).
+ * it whose places in the workspace overlap its own), less those that
+ * another of them waits for already, directly or not (the transitive
+ * reduction: taking the candidates latest first, one another's reach
+ * covers is dropped).
  * Member k's are dep[at[k]] .. dep[at[k + 1] - 1]. */
 typedef struct waits {
     int *dep, *at;
@@ -740,7 +761,7 @@ static kiln_status plan_waits(cg_emitter *e, const batch *b, waits *w)
         w->at[k] = used;
         for (int j = k - 1; j >= 0 && !oom; j--) {
             if (rk[j / 64] >> (j % 64) & 1u) continue;
-            bool shared_ws = b->m[j].op.splitk && b->m[k].op.splitk;
+            bool shared_ws = cg_splitk_overlap(&b->m[j].op, &b->m[k].op);
             if (!shared_ws && !sched_group_depends(e->g, e->p, b->m[j].grp, b->m[k].grp)) continue;
             if (used == cap) {
                 int *more = base_realloc(w->dep, (size_t)cap * 2 * sizeof(int));

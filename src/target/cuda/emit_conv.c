@@ -192,10 +192,8 @@ static const tc_cfg tc_table[] = {
 #define TC_MAX_DA 3
 
 /* Split-K across blocks (kg.h): the splits offered to tensor-core tiles
- * that do not fill the GPU, and the workspace they share. */
+ * that do not fill the GPU. */
 static const int split_cands[] = {2, 3, 4, 6, 8};
-#define SPLITK_WS_FLOATS (1 << 20) /* KG_SPLITK_WS_FLOATS */
-#define SPLITK_SEMS 4096           /* KG_SPLITK_SEMS */
 
 /* kg_conv_simt's tile: block BM x BN x BK, thread TM x TN, KS k-slices. */
 typedef struct simt_cfg {
@@ -491,10 +489,10 @@ static void list_pass(const cg_emitter *e, const conv_geom *g, bool tc, const tc
         const tc_cfg *c = &tc_table[i];
         int64_t tiles = ceil_div(d.m, bm) * ceil_div(d.n, bn) * d.groups, n_kt = ceil_div(d.k, c->bk);
         int sms = e->gpu.n_sms > 0 ? e->gpu.n_sms : 132;
-        if (tiles >= sms || tiles > SPLITK_SEMS) continue;
+        if (tiles >= sms || tiles > CG_SPLITK_SEMS) continue;
         for (int j = 0; j < (int)(sizeof(split_cands) / sizeof(split_cands[0])); j++) {
             int sk = split_cands[j];
-            if (n_kt < 2 * sk || tiles * sk > 4 * sms || tiles * sk * bm * bn > SPLITK_WS_FLOATS) continue;
+            if (n_kt < 2 * sk || tiles * sk > 4 * sms || tiles * sk * bm * bn > CG_SPLITK_WS_FLOATS) continue;
             for (int da = 1; da <= max_da; da++) cand_insert(out, i, da, sk, tc_cost(e, &d, c, o, da, sk));
         }
     }
@@ -670,10 +668,15 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
                      "%d k-slices, %d stages, %s, %d split%s",
                      (long long)d.m, (long long)d.n, (long long)d.k, c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->st,
                      ahead, sk, sk > 1 ? "s of K across blocks" : "");
-            base_str_printf(&body, "    kg_conv_tc(&p, t, %d, %d, %d, %d, %d, %d, %d, %d, %d);\n", c->bm, c->bn, c->bk,
-                            c->wm, c->wn, c->ks, c->st, da, sk);
-            tiles = ceil_div(d.m, c->bm) * ceil_div(d.n, c->bn) * d.groups * sk;
-            *op = (cg_op){.n_rtasks = tiles, .block = tc_threads(c), .smem_bytes = tc_smem(c), .splitk = sk > 1};
+            int64_t out_tiles = ceil_div(d.m, c->bm) * ceil_div(d.n, c->bn) * d.groups;
+            tiles = out_tiles * sk;
+            *op = (cg_op){.n_rtasks = tiles, .block = tc_threads(c), .smem_bytes = tc_smem(c)};
+            if (sk > 1) cg_splitk_place(e, tiles * c->bm * c->bn, (int)out_tiles, op);
+            char ws[64] = "0, 0";
+            if (sk > 1)
+                snprintf(ws, sizeof(ws), "kg_splitk_ws + %lld, kg_splitk_sem + %d", (long long)op->ws_at, op->sem_at);
+            base_str_printf(&body, "    kg_conv_tc(&p, t, %d, %d, %d, %d, %d, %d, %d, %d, %d, %s);\n", c->bm, c->bn,
+                            c->bk, c->wm, c->wn, c->ks, c->st, da, sk, ws);
             snprintf(op->config, sizeof(op->config),
                      "kg_conv_tc %dx%dx%d, warp %dx%d, %d k-slices, %d stages, %d splits%s", c->bm, c->bn, c->bk,
                      c->wm, c->wn, c->ks, c->st, sk,

@@ -228,9 +228,6 @@ typedef struct gemm_cfg {
     int cn;          /* wgt: 0 kg_gemm_wgt, else kg_gemm_wgt_ws (a producer warp) in clusters of cn blocks */
 } gemm_cfg;
 
-/* kg_gemm.cuh's split-K workspace: floats of partial tiles, tile counters. */
-#define SPLITK_WS_FLOATS (1 << 20) /* KG_SPLITK_WS_FLOATS */
-#define SPLITK_SEMS 4096
 /* The splits offered for products with fewer tiles than multiprocessors. */
 static const int split_cands[] = {2, 3, 4, 6, 8};
 
@@ -347,10 +344,10 @@ static int add_splits(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *cands,
         const gemm_cfg *c = &cands[i];
         int64_t tiles = cfg_tiles(g, c), k_tiles = cdiv(g->k, c->bk);
         bool splittable = (c->kind == GEMM_WGT || c->kind == GEMM_TC) && c->bm * c->bn <= 64 * 64;
-        if (!splittable || tiles >= n_sms || tiles > SPLITK_SEMS) continue;
+        if (!splittable || tiles >= n_sms || tiles > CG_SPLITK_SEMS) continue;
         for (int j = 0; j < (int)KILN_COUNT(split_cands); j++) {
             int sp = split_cands[j];
-            if (k_tiles < 2 * sp || tiles * sp > 4 * n_sms || tiles * sp * c->bm * c->bn > SPLITK_WS_FLOATS ||
+            if (k_tiles < 2 * sp || tiles * sp > 4 * n_sms || tiles * sp * c->bm * c->bn > CG_SPLITK_WS_FLOATS ||
                 n == MAX_CANDS)
                 continue;
             cands[n] = *c;
@@ -649,12 +646,13 @@ static void gemm_tmaps(const gemm_problem *g, const gemm_cfg *c, rt_gtmap *ma, r
  * kg_gemm_args and calls the template. pa..pres: typed pointer
  * expressions of the operands (pbias, pres NULL when absent); tmap_a,
  * tmap_b: the kg_tmaps indices of gemm_tmaps' maps (kg_gemm_wgt only);
- * pdep: what g.grid_dep is set to (NULL: 0).
+ * pdep: what g.grid_dep is set to (NULL: 0); op: where a split-K
+ * product's partials and counters are (cg_splitk_place).
  * Also what bench/gpu_gemm.c emits, so the bench times the code the
  * compiler makes. */
 static void emit_call(base_str *s, const gemm_problem *g, const gemm_cfg *c, const char *pa, const char *pb,
                       const char *pc, const char *pbias, const char *pres, int tmap_a, int tmap_b,
-                      const char *pdep)
+                      const char *pdep, const cg_op *op)
 {
     char f1[48], f2[48], f3[48], f4[48];
     base_str_printf(s, "    g.a = %s + oa;\n    g.b = %s + ob;\n    g.c = %s + oc;\n", pa, pb, pc);
@@ -681,6 +679,10 @@ static void emit_call(base_str *s, const gemm_problem *g, const gemm_cfg *c, con
                     cg_float_lit(g->ep.alpha, f3, sizeof(f3)), cg_float_lit(g->ep.beta, f4, sizeof(f4)));
     base_str_printf(s, "    g.splits = %d; g.split = split; g.slot = slot;\n    g.grid_dep = %s;\n", c->splits,
                     pdep ? pdep : "0");
+    if (c->splits > 1)
+        base_str_printf(s, "    g.ws = kg_splitk_ws + %lld;\n    g.sem = kg_splitk_sem + %d;\n", (long long)op->ws_at,
+                        op->sem_at);
+    else base_str_cat(s, "    g.ws = 0;\n    g.sem = 0;\n");
     if (c->cn > 1) /* rTasks 2j and 2j + 1 (a cluster's ranks 0 and 1) take columns 2j' and 2j' + 1 */
         base_str_printf(s,
                         "    int tm, tn;\n    kg_gemm_raster(t / 2, %lld, %lld, 8, &tm, &tn);\n"
@@ -779,11 +781,12 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
         KILN_TRY(cg_tmap_add(e, &ma, &tmap_a));
         KILN_TRY(cg_tmap_add(e, &mb, &tmap_b));
     }
+    op->n_rtasks = cfg_rtasks(g, c);
+    if (c->splits > 1) cg_splitk_place(e, op->n_rtasks * c->bm * c->bn, (int)(op->n_rtasks / c->splits), op);
     emit_call(s, g, c, cg_ptr(e, g->a, pa, sizeof(pa)), cg_ptr(e, g->b, pb, sizeof(pb)),
               cg_ptr(e, g->y, pc, sizeof(pc)), g->ep.bias ? cg_ptr(e, g->ep.bias, pbias, sizeof(pbias)) : NULL,
               g->ep.residual ? cg_ptr(e, g->ep.residual, pres, sizeof(pres)) : NULL, tmap_a, tmap_b,
-              prewait ? "grid_dep" : NULL);
-    op->n_rtasks = cfg_rtasks(g, c);
+              prewait ? "grid_dep" : NULL, op);
     op->block = cfg_threads(c);
     op->smem_bytes = cfg_smem(c);
     if (c->kind == GEMM_SIMT) snprintf(op->config, sizeof(op->config), "kg_gemm_simt %dx%d", c->bm, c->bn);
@@ -798,7 +801,6 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     else
         snprintf(op->config, sizeof(op->config), "kg_gemm_tc %dx%dx%d, warp %dx%d, %d k-slices, %d stages, %d splits",
                  c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->stages, c->splits);
-    op->splitk = c->splits > 1;
     op->cluster = KILN_MAX(1, c->cn);
     op->narrow = cfg_narrow(c);
     op->wgmma = c->kind == GEMM_WG || c->kind == GEMM_WGT;

@@ -5,7 +5,7 @@
  * BERT's twelve layers emit twelve rOperators for each of their groups
  * that differ only in where their tensors are: the constant offsets into
  * the arena and the weights, the io slots, the tensor maps, the fault
- * site. In one persistent kernel each was its own noinline function, so
+ * site, the place of split-K partials in the workspace. In one persistent kernel each was its own noinline function, so
  * the kernel held every layer's code: 1.6 MB of SASS for BERT-base, whose
  * instruction fetches missed (ncu on an H100: warps stalled for want of an
  * instruction in 17% of samples, against 6% in the kernels schedule).
@@ -18,9 +18,10 @@
  * load before its first address: BERT b1 in the kernels schedule ran 600
  * us against 481 on an H100; as arguments, in registers.)
  * The constants are recognised where cg_ptr and the emitters print them:
- * "c->arena + N", "c->weights + N", "c->io[N]", "kg_tmaps[N]" and
- * "KG_SITE_N". Code with anything before op_<id> but comments, or after
- * its body (a helper or a table of its own), is left as it is.
+ * "c->arena + N", "c->weights + N", "c->io[N]", "kg_tmaps[N]",
+ * "KG_SITE_N", "kg_splitk_ws + N" and "kg_splitk_sem + N". Code with
+ * anything before op_<id> but comments, or after its body (a helper or a
+ * table of its own), is left as it is.
  */
 #include "target/cuda/cuda-impl.h"
 
@@ -30,7 +31,9 @@
 
 /* Where the canonical body's constants are: each pattern's prefix is kept
  * and the number after it becomes kg_v<i>. */
-static const char *const patterns[] = {"c->arena + ", "c->weights + ", "c->io[", "kg_tmaps[", "KG_SITE_"};
+static const char *const patterns[] = {"c->arena + ",     "c->weights + ",    "c->io[",
+                                        "kg_tmaps[",       "KG_SITE_",         "kg_splitk_ws + ",
+                                        "kg_splitk_sem + "};
 
 /* The most constants one body takes as parameters; an rOperator with more
  * keeps its own code. */

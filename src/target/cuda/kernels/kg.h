@@ -160,10 +160,11 @@ static __device__ __forceinline__ bool kg_sync_or_n(bool pred, int n)
  * partials must not come from this SM's L1) and counts itself in the tile's
  * slot of kg_splitk_sem; the last to arrive resets the slot and sums every
  * partial, its own re-read too, in split order, so the result does not
- * depend on which split came last. The workspace is the module's and every
- * kernel of the program shares it: the kernels run one after another. Zero
- * when the module loads; the emitters offer split-K only when tiles x splits
- * x tile size fit it and the tiles fit the counters. */
+ * depend on which split came last. The workspace is the module's: each
+ * split-K rOperator is given its own floats and counters of it (ws, sem:
+ * cg_splitk_place), and rOperators whose places overlap run one after the
+ * other. Zero when the module loads; the emitters offer split-K only when
+ * tiles x splits x tile size fit it and the tiles fit the counters. */
 #define KG_SPLITK_WS_FLOATS (1 << 20)
 #define KG_SPLITK_SEMS 4096
 static __device__ float kg_splitk_ws[KG_SPLITK_WS_FLOATS];
@@ -181,19 +182,19 @@ static __device__ __forceinline__ float kg_ld_cg(const float *p)
     return v;
 }
 
-/* After the rTask wrote its partial: counts it in for `slot`; true in the
- * last of `splits` rTasks, whose later loads see every partial. Each of the
- * rTask's n threads (the block's first: kg_sync_n) calls it (it
- * synchronises; no static shared memory, which would push a 48 KB pipeline
- * past the limit without opt-in). */
-static __device__ __forceinline__ bool kg_splitk_arrive(int slot, int splits, int n)
+/* After the rTask wrote its partial: counts it in at *sem (its tile's
+ * counter); true in the last of `splits` rTasks, whose later loads see
+ * every partial. Each of the rTask's n threads (the block's first:
+ * kg_sync_n) calls it (it synchronises; no static shared memory, which
+ * would push a 48 KB pipeline past the limit without opt-in). */
+static __device__ __forceinline__ bool kg_splitk_arrive(unsigned *sem, int splits, int n)
 {
     __threadfence();
     kg_sync_n(n);
     bool last = false;
     if (threadIdx.x == 0) {
-        last = atomicAdd(kg_splitk_sem + slot, 1u) == (unsigned)(splits - 1);
-        if (last) kg_splitk_sem[slot] = 0u; /* every split has arrived: ready for the next launch */
+        last = atomicAdd(sem, 1u) == (unsigned)(splits - 1);
+        if (last) *sem = 0u; /* every split has arrived: ready for the next launch */
     }
     if (!kg_sync_or_n(last, n)) return false;
     __threadfence();

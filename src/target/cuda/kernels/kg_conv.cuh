@@ -312,8 +312,9 @@ static __device__ __forceinline__ void kg_conv_tile(const kg_conv *p, int t, con
  * [BN][BK] (16-bit, swizzled 16-byte chunks), reused after the main loop
  * for the KS fp32 partial tiles [BN][BM + 4]: max(ST (BM + BN) BK 2,
  * KS BN (BM + 4) 4) bytes. SK > 1 splits K across blocks (kg.h's split-K:
- * rTask t is split t % SK of tile t / SK), for late layers whose tiles do
- * not fill the GPU at batch 1. Threads: 32 (BM/WM) (BN/WN) KS. Needs BK/16 a
+ * rTask t is split t % SK of tile t / SK, its partials in ws and its
+ * counters in sem: the rOperator's place in the workspace), for late layers
+ * whose tiles do not fill the GPU at batch 1. Threads: 32 (BM/WM) (BN/WN) KS. Needs BK/16 a
  * multiple of KS, BM, BN, WM, WN, BK powers of two with WM >= 16, WN >= 8,
  * BK >= 16, at most KG_CONV_MAX_LD chunks per thread and operand,
  * 1 <= DA <= KG_CONV_MAX_RING.
@@ -547,7 +548,8 @@ static __device__ __forceinline__ void kg_conv_tc_step(const unsigned short *ta,
 
 static __device__ __forceinline__ void kg_conv_tc(const kg_conv *p, int t, const int BM, const int BN,
                                                   const int BK, const int WM, const int WN, const int KS,
-                                                  const int ST, const int DA, const int SK)
+                                                  const int ST, const int DA, const int SK, float *ws,
+                                                  unsigned *sem)
 {
     const int mt = p->wt;
     const int threads = 32 * (BM / WM) * (BN / WN) * KS;
@@ -673,7 +675,7 @@ static __device__ __forceinline__ void kg_conv_tc(const kg_conv *p, int t, const
         /* the block's slices summed into its split's partial tile ([BN][BM]
          * in the workspace); the last split puts the sum of all of them in
          * slice 0 of ep */
-        float *part = kg_splitk_ws + (kg_i64)slot * SK * (BM * BN);
+        float *part = ws + (kg_i64)slot * SK * (BM * BN);
 #pragma unroll
         for (int i = 0; i < (BM * BN + threads - 1) / threads; i++) {
             int idx = tid + i * threads;
@@ -684,7 +686,7 @@ static __device__ __forceinline__ void kg_conv_tc(const kg_conv *p, int t, const
                 kg_st_cg(part + (kg_i64)split * (BM * BN) + idx, v);
             }
         }
-        if (!kg_splitk_arrive(slot, SK, blockDim.x)) return; /* the whole block: not the tile's last split */
+        if (!kg_splitk_arrive(sem + slot, SK, blockDim.x)) return; /* the whole block: not the tile's last split */
 #pragma unroll
         for (int i = 0; i < (BM * BN + threads - 1) / threads; i++) {
             int idx = tid + i * threads;

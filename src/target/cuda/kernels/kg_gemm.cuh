@@ -85,7 +85,9 @@ typedef struct kg_gemm_args {
     int act;               /* KG_ACT_* */
     float act_p0, act_p1;  /* the activation's parameters */
     int splits, split;     /* split-K across blocks: this rTask's share of K */
-    int slot;              /* the tile's index in kg_splitk_sem (splits > 1) */
+    int slot;              /* the tile's index among the rOperator's (splits > 1) */
+    float *ws;             /* splits > 1: its partial tiles (kg_splitk_ws + its place) */
+    unsigned *sem;         /* splits > 1: its tiles' counters (kg_splitk_sem + its place) */
     const void *tma_a, *tma_b; /* kg_gemm_wgt: the operands' tensor maps (kg_tmaps entries) */
     int grid_dep;          /* kg_gemm_wgt: griddepcontrol.wait inside, after B's first copies (kg_gemm_tma_first) */
 } kg_gemm_args;
@@ -345,7 +347,7 @@ static __device__ __forceinline__ bool kg_gemm_splitk_last(const kg_gemm_args *g
                                                            const int ni_n, const int tile, int slice, int at,
                                                            const int n_threads)
 {
-    float *part = kg_splitk_ws + (kg_i64)g->slot * g->splits * tile + at;
+    float *part = g->ws + (kg_i64)g->slot * g->splits * tile + at;
     if (slice == 0) {
         float *dst = part + (kg_i64)g->split * tile;
 #pragma unroll
@@ -355,7 +357,7 @@ static __device__ __forceinline__ bool kg_gemm_splitk_last(const kg_gemm_args *g
 #pragma unroll
                 for (int v = 0; v < 4; v++) kg_st_cg(dst + ((i * ni_n + j) * 4 + v) * 32, acc[i][j][v]);
     }
-    if (!kg_splitk_arrive(g->slot, g->splits, n_threads)) return false;
+    if (!kg_splitk_arrive(g->sem + g->slot, g->splits, n_threads)) return false;
     if (slice == 0) {
         /* splits is a constant here: every load is issued before the sums
          * wait (a loop over the splits would wait one L2 trip per split) */
@@ -1186,10 +1188,10 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
          * sums all of them in split order, so the result does not depend
          * on which split came last */
         const int tile = bm * bn;
-        float *part = kg_splitk_ws + (kg_i64)g->slot * g->splits * tile + threadIdx.x;
+        float *part = g->ws + (kg_i64)g->slot * g->splits * tile + threadIdx.x;
 #pragma unroll
         for (int i = 0; i < bn / 2; i++) kg_st_cg(part + (kg_i64)g->split * tile + i * n_threads, d[i]);
-        if (!kg_splitk_arrive(g->slot, g->splits, n_threads)) return; /* not the last split (the whole block returns) */
+        if (!kg_splitk_arrive(g->sem + g->slot, g->splits, n_threads)) return; /* not the last split (the whole block returns) */
 #pragma unroll
         for (int i = 0; i < bn / 2; i++) {
             float sum = kg_ld_cg(part + i * n_threads);
