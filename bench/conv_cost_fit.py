@@ -33,12 +33,14 @@ TC = [(128, 128, 32, 64, 32, 1, 3), (128, 64, 32, 64, 32, 1, 3), (128, 64, 32, 3
       (32, 16, 128, 16, 16, 4, 4), (16, 16, 128, 16, 16, 8, 4), (16, 16, 256, 16, 16, 8, 3)]
 SPLITS = [2, 3, 4, 6, 8]
 N_SMS, SMEM_OPTIN = 132, 232448
-# emit_conv.c's constants: tc_consts (latency, gather_latency, bytes_per_clk, warp_issue, epi), the
-# gather instructions an element, the split-K fix-up (fix latencies + fixe cycles an element a
-# thread and split) and the L2 bytes a clock the whole GPU serves (0: unbounded); BEFORE is
-# tc_consts_persistent
-CURRENT = dict(latency=111.0, glat=575.0, bpc=27.4, warp=194.0, epi=88.4, gi=17.1, fix=14.2, fixe=26.0, l2=2890.0)
-BEFORE = dict(latency=200.0, glat=680.0, bpc=40.0, warp=110.0, epi=28.0, gi=16.0, fix=7.0, fixe=50.0, l2=0.0)
+# emit_conv.c's constants: tc_consts (latency, gather_latency, row_latency: of gathers of
+# 8-element rows, bytes_per_clk, warp_issue, epi), the gather instructions an element, the
+# split-K fix-up (fix latencies + fixe cycles an element a thread and split) and the L2 bytes a
+# clock the whole GPU serves (0: unbounded); BEFORE is tc_consts_persistent
+CURRENT = dict(latency=111.0, glat=575.0, rlat=3000.0, bpc=27.4, warp=194.0, epi=88.4, gi=17.1, fix=14.2, fixe=26.0,
+               l2=2890.0)
+BEFORE = dict(latency=200.0, glat=680.0, rlat=680.0, bpc=40.0, warp=110.0, epi=28.0, gi=16.0, fix=7.0, fixe=50.0,
+              l2=0.0)
 
 
 def cdiv(a, b):
@@ -102,7 +104,7 @@ def cost(P, m, n, k, c, a_async, da, sk, row_vec=False):
     gather = bm * bk / 32 * (1.0 if a_async else 3.0 if row_vec else P["gi"])
     issue = res * (gather / 4 + P["warp"] * thr / 32 / 4)
     step = max(res * 2.0 * bm * bn * bk / 1024.0, issue, res * (bm + bn) * bk * 2 / P["bpc"])
-    step = max(step, (lat if a_async else P["glat"]) / in_flight)
+    step = max(step, (lat if a_async else P["rlat"] if row_vec else P["glat"]) / in_flight)
     tile = n_kt * step + lat + bm * bn / thr * P["epi"]
     fixup = P["fix"] * lat + bm * bn / thr * P["fixe"] * sk if sk > 1 else 0.0
     t = cdiv(per_sm, res) * tile + fixup
@@ -173,7 +175,8 @@ def main():
     for name, P in (("before", BEFORE), ("emit_conv.c", CURRENT)):
         t, b, u = evaluate(P, convs)
         print("%-12s picks %.1f us (best of each %.1f), %d picks not measured" % (name, t, b, u))
-    grid = dict(latency=[150, 200, 300, 400, 600, 800], glat=[300, 600, 900, 1200, 2000], bpc=[16, 32, 48, 64, 96],
+    grid = dict(latency=[150, 200, 300, 400, 600, 800], glat=[300, 600, 900, 1200, 2000],
+                rlat=[600, 1000, 2000, 3000, 4000], bpc=[16, 32, 48, 64, 96],
                 gi=[7, 10, 14, 20, 28], warp=[20, 40, 80, 160], epi=[25, 50, 100, 200], fix=[1, 2, 4, 7, 10, 15],
                 fixe=[10, 25, 50, 100], l2=[0, 1000, 2000, 3000, 4000, 6000])
     best = (score(BEFORE), dict(BEFORE))

@@ -751,6 +751,26 @@ PY
     expect cuda_conv_mono_residency 0 "392 rTasks  36864 B smem  [kg_conv_tc 32x64x64" -- "$kiln" inspect "$tmp/stem.onnx" \
         --schedule mono --precision fp16
 
+    # a patch embedding (ViT-B/16's: float32 x gathered 8 elements a load)
+    # waits on its gathers whatever its share of K, so in kernels of their
+    # own its tiles split K three ways (row_latency in emit_conv.c's
+    # tc_consts); persistent kernels keep one split
+    python3 - "$tmp/patch.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+w = numpy_helper.from_array((np.random.default_rng(0).standard_normal((768, 3, 16, 16)) * 0.02).astype(np.float32), "w")
+nodes = [helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[16, 16], strides=[16, 16])]
+g = helper.make_graph(nodes, "patch", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 224, 224])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_patch_conv_split_k 0 "252 rTasks  36864 B smem, split-K  [kg_conv_tc 32x64x64, warp 16x32, 2 k-slices, 3 stages, 3 splits]" -- \
+        "$kiln" inspect "$tmp/patch.onnx" --schedule waves --precision fp16
+    expect cuda_patch_conv_mono 0 "84 rTasks  36864 B smem  [kg_conv_tc 32x64x64" -- "$kiln" inspect "$tmp/patch.onnx" \
+        --schedule mono --precision fp16
+
     # split-K convolutions side by side (late layers of two branches) each
     # get their own place in the split-K workspace (cg_splitk_place), so
     # they share a wave and a stage; they took a kernel each when they

@@ -317,6 +317,7 @@ static bool tile_fits(int tile, int64_t dim) { return tile <= 16 || tile <= pow2
 typedef struct cost_consts {
     double latency;        /* of an asynchronous copy stage, and a tile's fixed cost */
     double gather_latency; /* of a stage of gathered elements (loads into registers) */
+    double row_latency;    /* the same for gathers of 8-element rows (kg_conv_row_vec) */
     double bytes_per_clk;  /* operand traffic an SM takes */
     double warp_issue;     /* instructions a warp issues per k-tile besides gathers */
     double epi;            /* epilogue cycles per output element a thread stores */
@@ -336,23 +337,30 @@ typedef struct cost_consts {
  * (DA) pay; split-K pays on late layers; small tiles of a large problem
  * pay for the L2 traffic. H100, one call, three rounds, against
  * tc_consts_persistent: waves ResNet-50 490 / 485 / 496 -> 475 / 476 /
- * 488 us, GoogLeNet 238 / 236 / 237 -> 240 / 238 / 240. */
-static const cost_consts tc_consts = {.latency = 111.0, .gather_latency = 575.0, .bytes_per_clk = 27.4,
-                                      .warp_issue = 194.0, .epi = 88.4, .gather_instr = 17.1, .fixup = 14.2,
-                                      .fixup_elem = 26.0, .l2_bytes_per_clk = 2890.0};
+ * 488 us, GoogLeNet 238 / 236 / 237 -> 240 / 238 / 240. Neither model
+ * gathers 8-element rows; row_latency is set from ViT-B/16's patch
+ * embedding (float32 x, M 196 x N 768 x K 768), whose rTasks take about
+ * as long whatever their share of K (tuner, H100: 19.6 us for 12 k-tiles
+ * 2 stages ahead, 18.3 3 ahead, 15.1 in 3 splits of 4): any value from
+ * 2000 to 4000 ranks the 3 splits first, against 3 ahead without splits
+ * at 1000 and 2 ahead at 575. */
+static const cost_consts tc_consts = {.latency = 111.0, .gather_latency = 575.0, .row_latency = 3000.0,
+                                      .bytes_per_clk = 27.4, .warp_issue = 194.0, .epi = 88.4, .gather_instr = 17.1,
+                                      .fixup = 14.2, .fixup_elem = 26.0, .l2_bytes_per_clk = 2890.0};
 /* kg_conv_tc in a persistent kernel: the fit before (to the same models'
  * tuner times when activations were NCHW, without the L2 term). There the
  * refit's larger tiles lost: mono GoogLeNet 297 / 293 / 293 -> 365 / 363 /
  * 369 us, ResNet-50 676 / 675 / 677 -> 705 / 639 / 715 (the tuner times
  * each convolution alone, not beside the other rOperators of its stage). */
-static const cost_consts tc_consts_persistent = {.latency = 200.0, .gather_latency = 680.0, .bytes_per_clk = 40.0,
-                                                 .warp_issue = 110.0, .epi = 28.0, .gather_instr = 16.0,
-                                                 .fixup = 7.0, .fixup_elem = 50.0, .l2_bytes_per_clk = 0.0};
+static const cost_consts tc_consts_persistent = {.latency = 200.0, .gather_latency = 680.0, .row_latency = 680.0,
+                                                 .bytes_per_clk = 40.0, .warp_issue = 110.0, .epi = 28.0,
+                                                 .gather_instr = 16.0, .fixup = 7.0, .fixup_elem = 50.0,
+                                                 .l2_bytes_per_clk = 0.0};
 /* kg_conv_simt: the constants of the first fit (before tc_consts_persistent's), which both
  * templates had then. */
-static const cost_consts simt_consts = {.latency = 300.0, .gather_latency = 300.0, .bytes_per_clk = 64.0,
-                                        .warp_issue = 40.0, .epi = 100.0, .gather_instr = 14.0, .fixup = 7.0,
-                                        .fixup_elem = 50.0, .l2_bytes_per_clk = 0.0};
+static const cost_consts simt_consts = {.latency = 300.0, .gather_latency = 300.0, .row_latency = 300.0,
+                                        .bytes_per_clk = 64.0, .warp_issue = 40.0, .epi = 100.0, .gather_instr = 14.0,
+                                        .fixup = 7.0, .fixup_elem = 50.0, .l2_bytes_per_clk = 0.0};
 
 /* What the cost model needs of a configuration. */
 typedef struct tile_shape {
@@ -362,6 +370,7 @@ typedef struct tile_shape {
     double flop_per_clk; /* the SM's multiply-add rate, in flops */
     double elem_bytes;
     double gather_instr; /* instructions per gathered element */
+    bool row_vec;        /* gathers of 8-element rows (kg_conv_row_vec) */
     bool gathered;       /* the stages in flight are gathers (else cp.async copies) */
     const cost_consts *k;
 } tile_shape;
@@ -394,7 +403,7 @@ static double launch_cost(const cg_gpu *gpu, const gemm_dims *d, const tile_shap
     double busy = (double)res * math > issue ? (double)res * math : issue;
     double traffic = (double)res * (s->bm + s->bn) * s->bk * s->elem_bytes / bytes_per_clk;
     double step = busy > traffic ? busy : traffic;
-    const double wait = s->gathered ? s->k->gather_latency : latency;
+    const double wait = !s->gathered ? latency : s->row_vec ? s->k->row_latency : s->k->gather_latency;
     if (wait / s->in_flight > step) step = wait / s->in_flight;
     double tile = (double)n_kt * step + latency + (double)s->bm * s->bn / s->threads * s->k->epi;
     /* split-K: the partial tiles' round trip through L2, the fence and the
@@ -420,7 +429,7 @@ static double tc_cost(const cg_emitter *e, const gemm_dims *d, const tc_cfg *c, 
                     .regs = 48 + c->wm * c->wn / 32 + 8 * da * loader_chunks(c->bm, c->bk / 8, tc_threads(c)),
                     .in_flight = o->a_async ? c->st - 1 : da, .flop_per_clk = 1024.0, .elem_bytes = 2.0,
                     .gather_instr = o->a_async ? 1.0 : o->row_vec ? 3.0 : k->gather_instr, .gathered = !o->a_async,
-                    .k = k};
+                    .row_vec = !o->a_async && o->row_vec, .k = k};
     if (s.regs > 255) s.regs = 255;
     return launch_cost(&e->gpu, d, &s, e->want_block ? e->mono_per_sm : 0);
 }
