@@ -732,10 +732,11 @@ print("%d out, %d in and out, %d in, %d NHWC" % (t.count("NHWC out]"), t.count("
     expect cuda_conv_nhwc_between_convs 0 "1 out, 10 in and out, 1 in" -- python3 -c "$nhwc_count" "$tmp/convs.txt"
     KILN_CONV_NHWC=0 "$kiln" inspect "$tmp/convs.onnx" --schedule kernels --precision fp16 >"$tmp/convs0.txt" 2>&1
     expect cuda_conv_nhwc_off 0 ", 0 NHWC" -- python3 -c "$nhwc_count" "$tmp/convs0.txt"
-    # in a persistent kernel the conv cost model counts the kernel's blocks a
+    # under a mono schedule the conv cost model counts the kernel's blocks a
     # multiprocessor as resident tiles (not what a block's share of shared
     # memory would hold): ResNet-50's 7x7 stem takes 32x64 tiles, 392 rTasks
-    # (it took 128x64, 98 rTasks, and ran 36 us against 15 in the mono profile)
+    # (it took 128x64, 98 rTasks, and ran 36 us against 15 in the mono
+    # profile; alone here, it is a kernel of one stage, picked alike)
     python3 - "$tmp/stem.onnx" <<'PY'
 import sys
 import numpy as np
@@ -795,6 +796,33 @@ PY
 print("%d split-K, %s" % (t.count(", split-K"), t.split("launches")[0].split(": ")[-1] + "launches"))' "$tmp/twosk.txt"
     expect cuda_splitk_one_stage 0 "1 grid barriers (2 before merging)" -- "$kiln" inspect "$tmp/twosk.onnx" \
         --schedule mono --precision fp16
+    # ten such branches outgrow the workspace (eight fit: 131072 floats
+    # each): the ninth and tenth take the first two places again and wait
+    # for their rOperators
+    python3 - "$tmp/tensk.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+n = 10
+inits = [numpy_helper.from_array((rng.standard_normal((512, 512, 3, 3)) * 0.02).astype(np.float32), "w%d" % i)
+         for i in range(n)]
+nodes = [helper.make_node("Conv", ["x", "w%d" % i], ["y%d" % i], kernel_shape=[3, 3], pads=[1] * 4) for i in range(n)]
+nodes.append(helper.make_node("Concat", ["y%d" % i for i in range(n)], ["y"], axis=1))
+g = helper.make_graph(nodes, "tensk", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 512, 7, 7])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    "$kiln" inspect "$tmp/tensk.onnx" --schedule mono --precision fp16 >"$tmp/tensk.txt" 2>&1
+    expect cuda_splitk_wrap 0 "stage 1: group 8 waits for group 0, group 9 waits for group 1" -- python3 -c '
+import re, sys
+t = open(sys.argv[1]).read()
+s1 = t.split("  stage 1\n")[1].split("  stage 2")[0]
+print("stage 1: " + ", ".join("group %s waits for group %s" % m for m in re.findall(r"group (\d+) .*\n +waits for group (\d+)", s1)))' \
+        "$tmp/tensk.txt"
+    expect cuda_splitk_wrap_waves 0 "3 launches; 2 waves" -- "$kiln" inspect "$tmp/tensk.onnx" --schedule waves \
+        --precision fp16
 
     # A persistent kernel whose tables outgrow their share of constant
     # memory (48 KB: 800 softmaxes in a row, 800 stages and members) keeps

@@ -851,7 +851,9 @@ static void b_conv_long_k(tc *c)
 /* Late layers side by side: two or three convolutions of long K reading
  * one x, each split across blocks, in one stage of a persistent kernel
  * or one wave (each has its own place in kg.h's split-K workspace:
- * cg_splitk_place). Their outputs are the graph's. */
+ * cg_splitk_place). Their outputs are the graph's. On variant 2 the
+ * branches are alike but for their weights, so a persistent kernel runs
+ * one shared body (share.c) at two places. */
 static void b_conv_split_k_branches(tc *c)
 {
     conv_geo g = {.N = 1, .C = (int64_t[]){256, 512, 384, 136}[c->variant % 4], .H = 7, .W = 7,
@@ -864,7 +866,7 @@ static void b_conv_split_k_branches(tc *c)
     tc_out(c, "y0");
     int branches = c->variant & 1 ? 3 : 2;
     for (int i = 1; i < branches; i++) {
-        int64_t k = rint_(c, 48, 160);
+        int64_t k = c->variant == 2 ? g.K : rint_(c, 48, 160);
         tc_const(c, tc_str(c, "w%d", i), KILN_F32, 4, (int64_t[]){k, g.C, 3, 3}, G_NORMAL);
         Onnx__NodeProto *n = tc_node(c, "Conv", tc_str(c, "x,w%d", i), tc_str(c, "y%d", i));
         ais(c, n, "pads", 4, (int64_t[]){1, 1, 1, 1});

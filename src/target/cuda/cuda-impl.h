@@ -129,17 +129,18 @@ typedef struct cg_emitter {
 } cg_emitter;
 
 /* kg.h's split-K workspace: floats of partial tiles (KG_SPLITK_WS_FLOATS)
- * and tile counters (KG_SPLITK_SEMS). */
+ * and tile counters (KG_SPLITK_SEMS): keep the two in step. */
 #define CG_SPLITK_WS_FLOATS (1 << 20)
 #define CG_SPLITK_SEMS 4096
 
-/* Gives a split-K rOperator its floats and counters of the workspace: the
- * ones after the previous split-K rOperator's, or the first when those
- * would not fit; sets op->splitk and its place. Split-K rOperators whose
- * places overlap run one after the other (cg_splitk_overlap: emit.c's
- * stages and waits); the others may share a stage, as Inception's
- * branches do. */
-void cg_splitk_place(cg_emitter *e, int64_t floats, int sems, cg_op *op);
+/* Gives a split-K rOperator (group grp) its floats and counters of the
+ * workspace: the ones after the previous split-K rOperator's of its
+ * kernel, or the first when those would not fit; sets op->splitk and its
+ * place. Split-K rOperators whose places overlap run one after the other
+ * (cg_splitk_overlap: emit.c's stages and waits); the others may share a
+ * stage, as Inception's branches do. An internal error when the workspace
+ * cannot hold it at all (the emitters offer split-K only where it can). */
+kiln_status cg_splitk_place(cg_emitter *e, const sched_group *grp, int64_t floats, int64_t sems, cg_op *op);
 /* Whether the places of split-K rOperators a and b overlap (false when
  * either is not split-K). */
 bool cg_splitk_overlap(const cg_op *a, const cg_op *b);

@@ -691,17 +691,22 @@ static int kernel_block(const program *pr, const cg_op *op)
     return cg_block_in(op, pr->mono ? pr->block : pr->waves ? pr->wave_block : 0);
 }
 
-void cg_splitk_place(cg_emitter *e, int64_t floats, int sems, cg_op *op)
+kiln_status cg_splitk_place(cg_emitter *e, const sched_group *grp, int64_t floats, int64_t sems, cg_op *op)
 {
+    if (floats < 1 || floats > CG_SPLITK_WS_FLOATS || sems < 1 || sems > CG_SPLITK_SEMS)
+        return base_diag_add(e->d, KILN_ERR_INTERNAL,
+                             "group '%s': split-K needs %lld floats and %lld counters of a workspace of %d and %d",
+                             grp->name, (long long)floats, (long long)sems, CG_SPLITK_WS_FLOATS, CG_SPLITK_SEMS);
     if (e->splitk_ws_next + floats > CG_SPLITK_WS_FLOATS || e->splitk_sem_next + sems > CG_SPLITK_SEMS)
         e->splitk_ws_next = e->splitk_sem_next = 0;
     op->splitk = true;
     op->ws_at = e->splitk_ws_next;
     op->ws_floats = floats;
     op->sem_at = e->splitk_sem_next;
-    op->sems = sems;
+    op->sems = (int)sems;
     e->splitk_ws_next += floats;
-    e->splitk_sem_next += sems;
+    e->splitk_sem_next += (int)sems;
+    return KILN_OK;
 }
 
 bool cg_splitk_overlap(const cg_op *a, const cg_op *b)
@@ -1159,6 +1164,8 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
         KILN_TRY(st);
     }
     pr->kernels++;
+    /* the next kernel runs after this one: its split-K places start again */
+    e->splitk_ws_next = e->splitk_sem_next = 0;
     if (pr->mono) {
         pr->groups += b->n;
         pr->barriers_before += b->n - 1;
@@ -1359,6 +1366,7 @@ static kiln_status build_wave(cg_emitter *e, wave_member *m, int n, size_t start
         e->code.buf[start] = 0;
     }
     e->n_tmaps = tmaps;
+    e->splitk_ws_next = e->splitk_sem_next = 0; /* the previous wave's kernels are flushed: theirs run before */
     e->wave_efficient = efficient;
     kiln_status st = KILN_OK;
     for (int i = 0; i < n && st == KILN_OK; i++) st = emit_code(e, m[i].grp, &m[i].op);

@@ -680,7 +680,13 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
             int64_t out_tiles = ceil_div(d.m, c->bm) * ceil_div(d.n, c->bn) * d.groups;
             tiles = out_tiles * sk;
             *op = (cg_op){.n_rtasks = tiles, .block = tc_threads(c), .smem_bytes = tc_smem(c)};
-            if (sk > 1) cg_splitk_place(e, tiles * c->bm * c->bn, (int)out_tiles, op);
+            if (sk > 1) {
+                kiln_status pst = cg_splitk_place(e, grp, tiles * c->bm * c->bn, out_tiles, op);
+                if (pst != KILN_OK) {
+                    base_str_free(&body);
+                    return pst;
+                }
+            }
             char ws[64] = "0, 0";
             if (sk > 1)
                 snprintf(ws, sizeof(ws), "kg_splitk_ws + %lld, kg_splitk_sem + %d", (long long)op->ws_at, op->sem_at);

@@ -782,7 +782,10 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
         KILN_TRY(cg_tmap_add(e, &mb, &tmap_b));
     }
     op->n_rtasks = cfg_rtasks(g, c);
-    if (c->splits > 1) cg_splitk_place(e, op->n_rtasks * c->bm * c->bn, (int)(op->n_rtasks / c->splits), op);
+    op->splitk = false;
+    op->ws_at = op->ws_floats = 0;
+    op->sem_at = op->sems = 0;
+    if (c->splits > 1) KILN_TRY(cg_splitk_place(e, grp, op->n_rtasks * c->bm * c->bn, op->n_rtasks / c->splits, op));
     emit_call(s, g, c, cg_ptr(e, g->a, pa, sizeof(pa)), cg_ptr(e, g->b, pb, sizeof(pb)),
               cg_ptr(e, g->y, pc, sizeof(pc)), g->ep.bias ? cg_ptr(e, g->ep.bias, pbias, sizeof(pbias)) : NULL,
               g->ep.residual ? cg_ptr(e, g->ep.residual, pres, sizeof(pres)) : NULL, tmap_a, tmap_b,

@@ -353,8 +353,8 @@ static const char tune_kernels[] =
     "}\n";
 
 /* Emits candidate c into a scratch program of its own: c->src, or
- * c->ok = false and a note. The emitter's code, diagnostics and template
- * list are put back as they were. */
+ * c->ok = false and a note. The emitter's code, diagnostics, template
+ * list, tensor maps and split-K places are put back as they were. */
 static void make_source(cg_emitter *e, const sched_group *grp, const char *key, int index, int n_cands,
                         cg_emit_cand_fn emit_cand, tune_cand *c)
 {
@@ -364,6 +364,10 @@ static void make_source(cg_emitter *e, const sched_group *grp, const char *key, 
     /* the candidate's tensor maps are its own kg_tmaps[0..] */
     rt_gtmap *saved_tmaps = e->tmaps;
     int saved_n_tmaps = e->n_tmaps, saved_cap_tmaps = e->cap_tmaps;
+    /* and its split-K place the workspace's start: the program's places are not moved by it */
+    const int64_t saved_ws_next = e->splitk_ws_next;
+    const int saved_sem_next = e->splitk_sem_next;
+    e->splitk_ws_next = e->splitk_sem_next = 0;
     e->tmaps = NULL;
     e->n_tmaps = e->cap_tmaps = 0;
     base_diag cd;
@@ -438,6 +442,8 @@ static void make_source(cg_emitter *e, const sched_group *grp, const char *key, 
     e->tmaps = saved_tmaps;
     e->n_tmaps = saved_n_tmaps;
     e->cap_tmaps = saved_cap_tmaps;
+    e->splitk_ws_next = saved_ws_next;
+    e->splitk_sem_next = saved_sem_next;
     e->d = saved_d;
     e->n_need = saved_need;
     base_str_free(&s);
