@@ -691,7 +691,8 @@ g = helper.make_graph(nodes, "convs", [helper.make_tensor_value_info("x", Tensor
                       [helper.make_tensor_value_info(x, TensorProto.FLOAT, None)], inits)
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
 PY
-    "$kiln" inspect "$tmp/convs.onnx" --schedule kernels --precision fp16 >"$tmp/convs.txt" 2>&1
+    # (1x1 convolutions as kg_conv_tc, not as products: KILN_CONV_PRODUCT=0)
+    KILN_CONV_PRODUCT=0 "$kiln" inspect "$tmp/convs.onnx" --schedule kernels --precision fp16 >"$tmp/convs.txt" 2>&1
     expect conv_cost_fit_in_step 0 "12 of 12 picks as emit_conv.c" -- python3 - "$tmp/convs.onnx" "$tmp/convs.txt" \
         "$(dirname "$0")/../../bench/conv_cost_fit.py" <<'PY'
 import importlib.util
@@ -732,6 +733,12 @@ print("%d out, %d in and out, %d in, %d NHWC" % (t.count("NHWC out]"), t.count("
     expect cuda_conv_nhwc_between_convs 0 "1 out, 10 in and out, 1 in" -- python3 -c "$nhwc_count" "$tmp/convs.txt"
     KILN_CONV_NHWC=0 "$kiln" inspect "$tmp/convs.onnx" --schedule kernels --precision fp16 >"$tmp/convs0.txt" 2>&1
     expect cuda_conv_nhwc_off 0 ", 0 NHWC" -- python3 -c "$nhwc_count" "$tmp/convs0.txt"
+    # 1x1 convolutions of stride 1 whose x is NHWC are products for the GEMM
+    # templates (cg_conv_product): the chain's seven pointwise layers, y NHWC
+    # as x w^T, the last, NCHW, as w x^T; its five 3x3 ones stay kg_conv_tc
+    "$kiln" inspect "$tmp/convs.onnx" --schedule kernels --precision fp16 >"$tmp/convs1.txt" 2>&1
+    expect cuda_conv_products 0 "7 products, 5 kg_conv_tc" -- python3 -c 'import sys; t = open(sys.argv[1]).read()
+print("%d products, %d kg_conv_tc" % (t.count("[kg_gemm_"), t.count("[kg_conv_tc")))' "$tmp/convs1.txt"
     # under a mono schedule the conv cost model counts the kernel's blocks a
     # multiprocessor as resident tiles (not what a block's share of shared
     # memory would hold): ResNet-50's 7x7 stem takes 32x64 tiles, 392 rTasks

@@ -875,6 +875,33 @@ static void b_conv_split_k_branches(tc *c)
     }
 }
 
+/* 1x1 convolutions that the cuda target computes with its GEMM templates
+ * (cg_conv_product): x -> a 3x3 convolution + Relu (stored NHWC: only a
+ * convolution reads it) -> a 1x1 one + bias + Relu (NHWC in and out: x
+ * w^T) -> a 1x1 one + bias + x as the residual (NHWC in, NCHW out: w x^T
+ * for one image). Variant 3 has two images, where the last stays a
+ * convolution. */
+static void b_conv_product(tc *c)
+{
+    int64_t n = c->variant == 3 ? 2 : 1, ch = 8 * rint_(c, 1, 4), h = rint_(c, 2, 12), w = rint_(c, 2, 12);
+    int64_t c1 = 8 * rint_(c, 1, 6), c2 = 8 * rint_(c, 1, 6);
+    tc_input(c, "x", KILN_F32, 4, (int64_t[]){n, ch, h, w}, G_NORMAL);
+    tc_const(c, "w1", KILN_F32, 4, (int64_t[]){c1, ch, 3, 3}, G_UNIT);
+    ais(c, tc_node(c, "Conv", "x,w1", "c1"), "pads", 4, (int64_t[]){1, 1, 1, 1});
+    tc_node(c, "Relu", "c1", "r1");
+    tc_const(c, "w2", KILN_F32, 4, (int64_t[]){c2, c1, 1, 1}, G_UNIT);
+    tc_const(c, "b2", KILN_F32, 1, &c2, G_NORMAL);
+    tc_node(c, "Conv", "r1,w2,b2", "c2");
+    tc_node(c, "Relu", "c2", "r2");
+    tc_const(c, "w3", KILN_F32, 4, (int64_t[]){ch, c2, 1, 1}, G_UNIT);
+    tc_const(c, "b3", KILN_F32, 1, &ch, G_NORMAL);
+    tc_node(c, "Conv", "r2,w3,b3", "c3");
+    tc_node(c, "Add", "c3,x", "y");
+    tc_note(c, "n=%lld c=%lld %lldx%lld c1=%lld c2=%lld", (long long)n, (long long)ch, (long long)h, (long long)w,
+            (long long)c1, (long long)c2);
+    tc_out(c, "y");
+}
+
 /* Weights fed at run time: the target wants them constant, so a fallback. */
 static void b_conv_w_input(tc *c)
 {
@@ -3059,6 +3086,7 @@ static const op_case case_table[] = {
     CASE("Conv/grouped", b_conv_grouped),
     CASE("Conv/long_K", b_conv_long_k),
     CASE("Conv/split_K_branches", b_conv_split_k_branches),
+    CASE("Conv/pointwise_product", b_conv_product),
     FB("Conv/weights_fed", b_conv_w_input, 2),
     CASE("Conv+Add+Relu", b_conv_add_relu),
     CASE("Conv+Add(residual)+act", b_conv_residual),

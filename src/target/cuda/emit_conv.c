@@ -755,6 +755,32 @@ static void tune_key(const cg_emitter *e, const sched_group *grp, const conv_geo
              ep.residual ? " +res" : "", (unsigned)ep.act < PASS_ACT_COUNT ? acts[ep.act] : "", block);
 }
 
+int cg_conv_product(const cg_emitter *e, const sched_group *grp)
+{
+    const ir_node *n = grp->nodes[0];
+    if (!grp->n_nodes || n->op != KILN_OP_CONV || !cg_can_conv(n) || n->in[0]->t.rank != 4 ||
+        cg_env_is("KILN_CONV_PRODUCT", "0"))
+        return 0;
+    conv_geom g;
+    conv_geometry(n, &g);
+    const ir_value *x = n->in[0], *w = n->in[1], *y = grp->nodes[grp->n_nodes - 1]->out[0];
+    bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && g.pe_h == 0 &&
+                     g.pe_w == 0 && g.groups == 1 && g.oh == g.h && g.ow == g.w;
+    if (!pointwise || kind_of(e, n, &g) != CONV_TC || cg_store(e, x) != cg_store(e, w) || !is_nhwc(e, x) || g.c % 8)
+        return 0;
+    pass_epilogue ep;
+    base_diag scratch;
+    base_diag_init(&scratch);
+    bool ok = pass_group_epilogue(grp, &ep, &scratch) == KILN_OK && ep.scale == 1.0f;
+    base_diag_free(&scratch);
+    if (!ok) return 0;
+    /* y NHWC: [n h w, k] rows, as the product writes them (no residual: a
+     * residual stays NCHW); y NCHW of one image: [k, h w], the product of
+     * the weights and x transposed */
+    if (is_nhwc(e, y)) return ep.residual ? 0 : 1;
+    return g.n == 1 ? 2 : 0;
+}
+
 kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op)
 {
     const ir_node *n = grp->nodes[0];
@@ -763,6 +789,7 @@ kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op)
         return base_diag_add(e->d, KILN_ERR_INTERNAL, "%s: not a convolution the cuda target compiles",
                              ir_node_label(n, lb, sizeof(lb)));
     }
+    if (cg_conv_product(e, grp)) return cg_emit_gemm(e, grp, op);
     KILN_TRY(cg_need(e, "kg_math.h"));
     KILN_TRY(cg_need(e, "kg_conv.cuh"));
     conv_geom g;

@@ -104,7 +104,8 @@ static kiln_status gemm_analyse(cg_emitter *e, const sched_group *grp, gemm_prob
     memset(g, 0, sizeof(*g));
     const ir_node *n = grp->nodes[0];
     char lb[256];
-    if ((n->op != KILN_OP_MAT_MUL && n->op != KILN_OP_GEMM) || !cg_can_contract(n))
+    const int conv = n->op == KILN_OP_CONV ? cg_conv_product(e, grp) : 0;
+    if (!conv && ((n->op != KILN_OP_MAT_MUL && n->op != KILN_OP_GEMM) || !cg_can_contract(n)))
         return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "%s: not a MatMul / Gemm the cuda target compiles",
                              ir_node_label(n, lb, sizeof(lb)));
     KILN_TRY(pass_group_epilogue(grp, &g->ep, e->d));
@@ -116,7 +117,32 @@ static kiln_status gemm_analyse(cg_emitter *e, const sched_group *grp, gemm_prob
     g->alpha = g->ep.scale;
     g->beta = 1.0f;
     g->n_batch = 1;
-    if (n->op == KILN_OP_GEMM) {
+    if (conv) {
+        /* a 1x1 convolution (cg_conv_product): x stored NHWC [n h w, c], the
+         * weights [k, c] (OIHW and OHWI alike at 1x1), both K-major */
+        const int64_t imgs = a->dims[0], c = a->dims[1], hw = a->dims[2] * a->dims[3], k = b->dims[0];
+        g->k = c;
+        g->la = g->lb = 0;
+        g->lda = g->ldb = c;
+        if (conv == 1) {
+            g->m = imgs * hw; /* y NHWC: x w^T */
+            g->n = k;
+            g->b_kmajor = true;
+        } else {
+            g->a = n->in[1]; /* y NCHW: w x^T */
+            g->b = n->in[0];
+            g->m = k;
+            g->n = hw;
+        }
+        if (g->ep.bias) {
+            g->sbias = cg_store(e, g->ep.bias);
+            g->bias_cs = conv == 1;
+            g->bias_rs = conv == 2;
+            if (!is_fp(g->sbias) || ir_numel(&g->ep.bias->t) != k)
+                return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "%s: a bias that is not one per output channel",
+                                     ir_node_label(n, lb, sizeof(lb)));
+        }
+    } else if (n->op == KILN_OP_GEMM) {
         bool ta = ir_node_attr_int(n, "transA", 0) != 0, tb = ir_node_attr_int(n, "transB", 0) != 0;
         g->m = ta ? a->dims[1] : a->dims[0];
         g->k = ta ? a->dims[0] : a->dims[1];
@@ -170,7 +196,7 @@ static kiln_status gemm_analyse(cg_emitter *e, const sched_group *grp, gemm_prob
             g->n_batch = out_batch;
         }
     }
-    if (e->kmajor && e->kmajor[g->b->id]) {
+    if (!conv && e->kmajor && e->kmajor[g->b->id]) {
         /* a [k, n] weight that emit.c stores as [n, k] */
         g->lb = 0;
         g->ldb = g->k;
@@ -186,7 +212,7 @@ static kiln_status gemm_analyse(cg_emitter *e, const sched_group *grp, gemm_prob
         return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "%s: operands stored as %s x %s -> %s",
                              ir_node_label(n, lb, sizeof(lb)), kiln_dtype_name(g->sa), kiln_dtype_name(g->sb),
                              kiln_dtype_name(g->sy));
-    if (g->ep.bias) {
+    if (g->ep.bias && !conv) {
         /* the bias right-aligned to the output [..., m, n]: its last dim runs
          * along n, the one before along m; dims of 1 broadcast */
         const ir_tensor *t = &g->ep.bias->t;
@@ -720,7 +746,9 @@ static void emit_summary(base_str *s, const gemm_problem *g, const gemm_cfg *c)
     dims_str(&g->y->t, sy, sizeof(sy));
     bool gemm = g->node->op == KILN_OP_GEMM;
     base_str_printf(s, "/* %s %s %s%s x %s%s -> %s%s; m=%lld n=%lld k=%lld batch=%lld; stored %s x %s -> %s",
-                    gemm ? "Gemm" : "MatMul", kiln_dtype_name(g->a->t.dtype), sa, gemm && g->la ? "^T" : "", sb,
+                    g->node->op == KILN_OP_CONV ? (g->a == g->node->in[0] ? "Conv 1x1 as x w^T" : "Conv 1x1 as w x^T")
+                    : gemm                      ? "Gemm"
+                                                : "MatMul", kiln_dtype_name(g->a->t.dtype), sa, gemm && g->la ? "^T" : "", sb,
                     gemm && !g->lb ? "^T" : "", sy, g->folded ? " (batch folded into rows)" : "", (long long)g->m,
                     (long long)g->n, (long long)g->k, (long long)g->n_batch, kiln_dtype_name(g->sa),
                     kiln_dtype_name(g->sb), kiln_dtype_name(g->sy));
