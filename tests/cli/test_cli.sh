@@ -657,8 +657,9 @@ PY
         --precision fp16
     expect cuda_waves_plan_first 0 "wave 0: 4 groups" -- "$kiln" inspect "$tmp/incep.onnx" --schedule waves \
         --precision fp16
-    expect cuda_waves_plan_kernels 0 "7 launches" -- "$kiln" inspect "$tmp/incep.onnx" --schedule kernels \
-        --precision fp16
+    # (the 1x1 branches as kg_conv_tc, one block size: KILN_CONV_PRODUCT=0)
+    expect cuda_waves_plan_kernels 0 "7 launches" -- env KILN_CONV_PRODUCT=0 "$kiln" inspect "$tmp/incep.onnx" \
+        --schedule kernels --precision fp16
     expect cuda_waves_plan_build 0 "waves: 6 waves in 6 kernels" -- "$kiln" compile "$tmp/incep.onnx" \
         -o "$tmp/incep.kiln" --target cuda --precision fp16 --schedule waves
     expect cuda_waves_bad_config 1 "only the mono schedules take a BLOCKxN" -- "$kiln" inspect "$tmp/branches.onnx" \
@@ -739,6 +740,37 @@ print("%d out, %d in and out, %d in, %d NHWC" % (t.count("NHWC out]"), t.count("
     "$kiln" inspect "$tmp/convs.onnx" --schedule kernels --precision fp16 >"$tmp/convs1.txt" 2>&1
     expect cuda_conv_products 0 "7 products, 5 kg_conv_tc" -- python3 -c 'import sys; t = open(sys.argv[1]).read()
 print("%d products, %d kg_conv_tc" % (t.count("[kg_gemm_"), t.count("[kg_conv_tc")))' "$tmp/convs1.txt"
+    # not in a persistent kernel, where they ran no faster
+    "$kiln" inspect "$tmp/convs.onnx" --schedule mono --precision fp16 >"$tmp/convs2.txt" 2>&1
+    expect cuda_conv_products_mono 0 "0 products, 12 kg_conv_tc" -- python3 -c 'import sys; t = open(sys.argv[1]).read()
+print("%d products, %d kg_conv_tc" % (t.count("[kg_gemm_"), t.count("[kg_conv_tc")))' "$tmp/convs2.txt"
+    # a product in a persistent kernel of 3 blocks of 256 threads a
+    # multiprocessor (80 registers a thread) takes no warpgroup-MMA tile
+    # whose accumulators need more: kg_gemm_wg 64x128 failed in ptxas
+    # ("Insufficient registers"), an internal error
+    python3 - "$tmp/cnnmm.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+inits, nodes, x = [], [], "x"
+for i in range(4):
+    inits.append(numpy_helper.from_array((rng.standard_normal((24, 24, 3, 3)) * 0.05).astype(np.float32), "w%d" % i))
+    nodes.append(helper.make_node("Conv", [x, "w%d" % i], ["c%d" % i], pads=[1] * 4))
+    nodes.append(helper.make_node("Relu", ["c%d" % i], ["r%d" % i]))
+    x = "r%d" % i
+inits.append(numpy_helper.from_array(np.array([24, 3136], dtype=np.int64), "shp"))
+nodes.append(helper.make_node("Reshape", [x, "shp"], ["f"]))
+nodes.append(helper.make_node("Transpose", ["f"], ["ft"], perm=[1, 0]))
+inits.append(numpy_helper.from_array((rng.standard_normal((24, 144)) * 0.05).astype(np.float32), "wm"))
+nodes.append(helper.make_node("MatMul", ["ft", "wm"], ["y"]))
+g = helper.make_graph(nodes, "cnnmm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 24, 56, 56])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_mono_gemm_regs 0 "blocks of 256 threads, 3 a multiprocessor" -- "$kiln" compile "$tmp/cnnmm.onnx" \
+        -o "$tmp/cnnmm.kiln" --target cuda --precision fp16 --schedule mono
     # under a mono schedule the conv cost model counts the kernel's blocks a
     # multiprocessor as resident tiles (not what a block's share of shared
     # memory would hold): ResNet-50's 7x7 stem takes 32x64 tiles, 392 rTasks

@@ -876,29 +876,55 @@ static void b_conv_split_k_branches(tc *c)
 }
 
 /* 1x1 convolutions that the cuda target computes with its GEMM templates
- * (cg_conv_product): x -> a 3x3 convolution + Relu (stored NHWC: only a
- * convolution reads it) -> a 1x1 one + bias + Relu (NHWC in and out: x
- * w^T) -> a 1x1 one + bias + x as the residual (NHWC in, NCHW out: w x^T
- * for one image). Variant 3 has two images, where the last stays a
- * convolution. */
+ * (cg_conv_product), in each of its forms:
+ *   variants 0 and 3: x -> a 3x3 convolution + Relu (stored NHWC: only a
+ *     convolution reads it) -> a 1x1 one + bias + Relu (NHWC in and out:
+ *     x w^T) -> a 1x1 one + bias + x as the residual (NHWC in, NCHW out:
+ *     w x^T for one image; variant 3 has two images, where it stays a
+ *     convolution);
+ *   variant 1: Relu(x) (NCHW: the residual reads it too) -> a 1x1
+ *     convolution + Relu (NCHW in, NHWC out: x^T w^T) -> a 1x1 one + bias
+ *     + Relu(x) as the residual (w x^T);
+ *   variant 2: Relu(x) -> a 1x1 convolution + bias + Relu(x) (NCHW in and
+ *     out: w x).
+ * NCHW x needs pixels in multiples of 8: W is one here. */
 static void b_conv_product(tc *c)
 {
-    int64_t n = c->variant == 3 ? 2 : 1, ch = 8 * rint_(c, 1, 4), h = rint_(c, 2, 12), w = rint_(c, 2, 12);
+    int64_t n = c->variant == 3 ? 2 : 1, ch = 8 * rint_(c, 1, 4), h = rint_(c, 2, 12);
+    int64_t w = c->variant == 1 || c->variant == 2 ? 8 * rint_(c, 1, 2) : rint_(c, 2, 12);
     int64_t c1 = 8 * rint_(c, 1, 6), c2 = 8 * rint_(c, 1, 6);
     tc_input(c, "x", KILN_F32, 4, (int64_t[]){n, ch, h, w}, G_NORMAL);
-    tc_const(c, "w1", KILN_F32, 4, (int64_t[]){c1, ch, 3, 3}, G_UNIT);
-    ais(c, tc_node(c, "Conv", "x,w1", "c1"), "pads", 4, (int64_t[]){1, 1, 1, 1});
-    tc_node(c, "Relu", "c1", "r1");
-    tc_const(c, "w2", KILN_F32, 4, (int64_t[]){c2, c1, 1, 1}, G_UNIT);
-    tc_const(c, "b2", KILN_F32, 1, &c2, G_NORMAL);
-    tc_node(c, "Conv", "r1,w2,b2", "c2");
+    tc_note(c, "n=%lld c=%lld %lldx%lld c1=%lld c2=%lld", (long long)n, (long long)ch, (long long)h, (long long)w,
+            (long long)c1, (long long)c2);
+    const char *res = "x";
+    if (c->variant == 1 || c->variant == 2) {
+        tc_node(c, "Relu", "x", "xr");
+        res = "xr";
+    }
+    if (c->variant == 2) {
+        tc_const(c, "w1", KILN_F32, 4, (int64_t[]){ch, ch, 1, 1}, G_UNIT);
+        tc_const(c, "b1", KILN_F32, 1, &ch, G_NORMAL);
+        tc_node(c, "Conv", "xr,w1,b1", "c1");
+        tc_node(c, "Add", "c1,xr", "y");
+        tc_out(c, "y");
+        return;
+    }
+    if (c->variant == 1) {
+        tc_const(c, "w1", KILN_F32, 4, (int64_t[]){c2, ch, 1, 1}, G_UNIT);
+        tc_node(c, "Conv", "xr,w1", "c2");
+    } else {
+        tc_const(c, "w1", KILN_F32, 4, (int64_t[]){c1, ch, 3, 3}, G_UNIT);
+        ais(c, tc_node(c, "Conv", "x,w1", "c1"), "pads", 4, (int64_t[]){1, 1, 1, 1});
+        tc_node(c, "Relu", "c1", "r1");
+        tc_const(c, "w2", KILN_F32, 4, (int64_t[]){c2, c1, 1, 1}, G_UNIT);
+        tc_const(c, "b2", KILN_F32, 1, &c2, G_NORMAL);
+        tc_node(c, "Conv", "r1,w2,b2", "c2");
+    }
     tc_node(c, "Relu", "c2", "r2");
     tc_const(c, "w3", KILN_F32, 4, (int64_t[]){ch, c2, 1, 1}, G_UNIT);
     tc_const(c, "b3", KILN_F32, 1, &ch, G_NORMAL);
     tc_node(c, "Conv", "r2,w3,b3", "c3");
-    tc_node(c, "Add", "c3,x", "y");
-    tc_note(c, "n=%lld c=%lld %lldx%lld c1=%lld c2=%lld", (long long)n, (long long)ch, (long long)h, (long long)w,
-            (long long)c1, (long long)c2);
+    tc_node(c, "Add", tc_str(c, "c3,%s", res), "y");
     tc_out(c, "y");
 }
 

@@ -249,11 +249,15 @@ bool cg_can_move(const ir_node *n);       /* Transpose, Concat, Slice, Gather, R
 
 kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op);
 /* Whether convolution group grp is a product the GEMM templates compute
- * (cg_emit_conv hands it to cg_emit_gemm): a 1x1 convolution of stride 1,
- * no padding, one group, 16-bit, x stored NHWC. 1: y NHWC too, so y [n h w,
- * k] = x [n h w, c] w[k, c]^T; 2: y NCHW of one image, y [k, h w] = w [k,
- * c] x [h w, c]^T (ResNet's last convolution of a bottleneck, whose y and
- * residual are NCHW); 0: neither. KILN_CONV_PRODUCT=0: never. */
+ * (cg_emit_conv hands it to cg_emit_gemm), in a kernel of its own (waves,
+ * kernels; not under a mono schedule): a 1x1 convolution of stride 1,
+ * no padding, one group, 16-bit, channels a multiple of 8, with x stored
+ * NHWC, or NCHW for one image of a multiple of 8 pixels. With x NHWC:
+ * 1, y NHWC too, y [n h w, k] = x [n h w, c] w [k, c]^T; 2, y NCHW of one
+ * image, y [k, h w] = w [k, c] x [h w, c]^T (ResNet's last convolution of
+ * a bottleneck, whose y and residual are NCHW). With x NCHW [c, h w]: 3, y
+ * NHWC, y = x^T w^T; 4, y NCHW, y = w x. A residual only with y NCHW (a
+ * residual stays NCHW). 0: none of these. KILN_CONV_PRODUCT=0: never. */
 int cg_conv_product(const cg_emitter *e, const sched_group *grp);
 /* Which activations are stored NHWC (and their readers' weights reordered):
  * those only tensor-core convolutions write and read (emit_conv.c);

@@ -118,26 +118,34 @@ static kiln_status gemm_analyse(cg_emitter *e, const sched_group *grp, gemm_prob
     g->beta = 1.0f;
     g->n_batch = 1;
     if (conv) {
-        /* a 1x1 convolution (cg_conv_product): x stored NHWC [n h w, c], the
-         * weights [k, c] (OIHW and OHWI alike at 1x1), both K-major */
+        /* a 1x1 convolution (cg_conv_product): x stored NHWC [n h w, c]
+         * (K-major) or NCHW [c, h w] (M- or N-major), the weights [k, c]
+         * (OIHW and OHWI alike at 1x1, K-major) */
         const int64_t imgs = a->dims[0], c = a->dims[1], hw = a->dims[2] * a->dims[3], k = b->dims[0];
+        const bool x_nchw = conv >= 3, y_nhwc = conv == 1 || conv == 3;
         g->k = c;
-        g->la = g->lb = 0;
-        g->lda = g->ldb = c;
-        if (conv == 1) {
-            g->m = imgs * hw; /* y NHWC: x w^T */
+        if (y_nhwc) {
+            g->m = imgs * hw; /* x w^T, or x^T w^T from NCHW x */
             g->n = k;
+            g->la = x_nchw;
+            g->lda = x_nchw ? hw : c;
+            g->lb = 0;
+            g->ldb = c;
             g->b_kmajor = true;
         } else {
-            g->a = n->in[1]; /* y NCHW: w x^T */
+            g->a = n->in[1]; /* w x^T, or w x from NCHW x */
             g->b = n->in[0];
             g->m = k;
             g->n = hw;
+            g->la = 0;
+            g->lda = c;
+            g->lb = x_nchw;
+            g->ldb = x_nchw ? hw : c;
         }
         if (g->ep.bias) {
             g->sbias = cg_store(e, g->ep.bias);
-            g->bias_cs = conv == 1;
-            g->bias_rs = conv == 2;
+            g->bias_cs = y_nhwc;
+            g->bias_rs = !y_nhwc;
             if (!is_fp(g->sbias) || ir_numel(&g->ep.bias->t) != k)
                 return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "%s: a bias that is not one per output channel",
                                      ir_node_label(n, lb, sizeof(lb)));
@@ -453,6 +461,25 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *o
     return add_clusters(g, out, add_splits(g, gpu, out, n));
 }
 
+/* The registers a thread of a persistent kernel of per_sm blocks of
+ * want_block threads may hold (255 when its blocks leave more: 0, 0 for a
+ * kernel of its own). */
+static int fits_regs_budget(int want_block, int per_sm)
+{
+    if (want_block <= 0 || per_sm <= 0) return 255;
+    return KILN_MIN(255, 65536 / (want_block * per_sm)) & ~7;
+}
+
+/* Whether c's template compiles within regs registers a thread: the
+ * warpgroup MMAs keep their accumulators (bn / 2 floats a thread) in
+ * registers, which ptxas cannot spill (a kg_gemm_wg 64 x 128 tile in a
+ * persistent kernel of 3 blocks of 256 threads a multiprocessor, 80
+ * registers: "Insufficient registers"); the other templates spill. */
+static bool fits_regs(const gemm_cfg *c, int regs)
+{
+    return (c->kind != GEMM_WG && c->kind != GEMM_WGT) || c->bn / 2 + 32 <= regs;
+}
+
 /* gemm_candidates narrowed to those of want_block threads (0: every size),
  * or with `narrow` (cg_emitter.narrow_ok) also of fewer threads where the
  * template may be narrow (cfg_narrow: run on the block's first threads
@@ -465,15 +492,16 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *o
  * narrower), the tiles of that many threads the problem allows at all,
  * larger than it or not: idle threads cost less than a kernel of its own
  * under --schedule=mono. Else all of them. */
-static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_block, bool narrow, int share,
-                            gemm_cfg *out)
+static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_block, int per_sm, bool narrow,
+                            int share, gemm_cfg *out)
 {
     int n = gemm_candidates(g, gpu, out), kept = 0;
     if (!want_block && share < 2) return n;
+    const int regs = fits_regs_budget(want_block, per_sm);
     for (int i = 0; i < n; i++) {
         const int threads = cfg_threads(&out[i]);
         bool sized = !want_block || threads == want_block || (narrow && cfg_narrow(&out[i]) && threads < want_block);
-        if (sized && out[i].cn < 2) out[kept++] = out[i];
+        if (sized && out[i].cn < 2 && fits_regs(&out[i], regs)) out[kept++] = out[i];
     }
     if (kept > 0) return kept;
     if (!want_block) return gemm_candidates(g, gpu, out); /* only clusters fit: share nothing */
@@ -491,7 +519,7 @@ static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_b
         for (int i = 0; i < sizes[t]; i++) {
             const gemm_cfg *c = &tables[t][i];
             if (cfg_threads(c) == want_block && cfg_smem(c) <= gpu->smem_per_block_optin &&
-                cfg_rtasks(g, c) <= INT32_MAX && kept < MAX_CANDS)
+                cfg_rtasks(g, c) <= INT32_MAX && fits_regs(c, regs) && kept < MAX_CANDS)
                 out[kept++] = *c;
         }
     return kept > 0 ? kept : gemm_candidates(g, gpu, out);
@@ -746,9 +774,9 @@ static void emit_summary(base_str *s, const gemm_problem *g, const gemm_cfg *c)
     dims_str(&g->y->t, sy, sizeof(sy));
     bool gemm = g->node->op == KILN_OP_GEMM;
     base_str_printf(s, "/* %s %s %s%s x %s%s -> %s%s; m=%lld n=%lld k=%lld batch=%lld; stored %s x %s -> %s",
-                    g->node->op == KILN_OP_CONV ? (g->a == g->node->in[0] ? "Conv 1x1 as x w^T" : "Conv 1x1 as w x^T")
-                    : gemm                      ? "Gemm"
-                                                : "MatMul", kiln_dtype_name(g->a->t.dtype), sa, gemm && g->la ? "^T" : "", sb,
+                    g->node->op != KILN_OP_CONV ? (gemm ? "Gemm" : "MatMul")
+                    : g->a == g->node->in[0]    ? (g->la ? "Conv 1x1 as x^T w^T" : "Conv 1x1 as x w^T")
+                                                : (g->lb ? "Conv 1x1 as w x" : "Conv 1x1 as w x^T"), kiln_dtype_name(g->a->t.dtype), sa, gemm && g->la ? "^T" : "", sb,
                     gemm && !g->lb ? "^T" : "", sy, g->folded ? " (batch folded into rows)" : "", (long long)g->m,
                     (long long)g->n, (long long)g->k, (long long)g->n_batch, kiln_dtype_name(g->sa),
                     kiln_dtype_name(g->sb), kiln_dtype_name(g->sy));
@@ -864,7 +892,7 @@ static kiln_status emit_candidate(cg_emitter *e, const sched_group *grp, int can
     gemm_problem g;
     gemm_cfg cands[MAX_CANDS];
     KILN_TRY(gemm_analyse(e, grp, &g));
-    int n = sized_candidates(&g, &e->gpu, e->want_block, e->narrow_ok, gemm_share(e, grp), cands);
+    int n = sized_candidates(&g, &e->gpu, e->want_block, e->mono_per_sm, e->narrow_ok, gemm_share(e, grp), cands);
     if (cand < 0 || cand >= n)
         return base_diag_add(e->d, KILN_ERR_INTERNAL, "group '%s': no GEMM candidate %d (of %d)", grp->name, cand, n);
     return emit_op(e, grp, &g, &cands[cand], op);
@@ -921,7 +949,7 @@ kiln_status cg_emit_gemm(cg_emitter *e, const sched_group *grp, cg_op *op)
     KILN_TRY(gemm_analyse(e, grp, &g));
     if (ir_numel(&g.y->t) == 0) return emit_empty(e, grp, op);
     int share = gemm_share(e, grp);
-    int n = sized_candidates(&g, &e->gpu, e->want_block, e->narrow_ok, share, cands);
+    int n = sized_candidates(&g, &e->gpu, e->want_block, e->mono_per_sm, e->narrow_ok, share, cands);
     gemm_problem all = g;
     all.n_batch *= share;
     /* a wave's most efficient rKernels are the cost model's, whatever the
