@@ -740,6 +740,31 @@ print("%d out, %d in and out, %d in, %d NHWC" % (t.count("NHWC out]"), t.count("
     "$kiln" inspect "$tmp/convs.onnx" --schedule kernels --precision fp16 >"$tmp/convs1.txt" 2>&1
     expect cuda_conv_products 0 "7 products, 5 kg_conv_tc" -- python3 -c 'import sys; t = open(sys.argv[1]).read()
 print("%d products, %d kg_conv_tc" % (t.count("[kg_gemm_"), t.count("[kg_conv_tc")))' "$tmp/convs1.txt"
+    # the forms from NCHW x (one image, pixels in 8s): x^T w^T into NHWC, and
+    # w x into NCHW; beside them w x^T (NHWC x, NCHW y with its residual)
+    python3 - "$tmp/pwn.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+I = lambda a, n: numpy_helper.from_array(a.astype(np.float32), n)
+inits = [I(rng.uniform(-1, 1, (40, 32, 1, 1)), "w1"), I(rng.uniform(-1, 1, (32, 40, 1, 1)), "w3"),
+         I(rng.standard_normal(32), "b3"), I(rng.uniform(-1, 1, (32, 32, 1, 1)), "w4"), I(rng.standard_normal(32), "b4")]
+nodes = [helper.make_node("Relu", ["x"], ["xr"]), helper.make_node("Conv", ["xr", "w1"], ["c2"]),
+         helper.make_node("Relu", ["c2"], ["r2"]), helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"]),
+         helper.make_node("Add", ["c3", "xr"], ["y"]), helper.make_node("Conv", ["xr", "w4", "b4"], ["c4"]),
+         helper.make_node("Add", ["c4", "xr"], ["z"])]
+g = helper.make_graph(nodes, "pwn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 12, 8])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                       helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    "$kiln" compile "$tmp/pwn.onnx" -o "$tmp/pwn.kiln" --target cuda --precision fp16 --schedule waves \
+        --emit-source "$tmp/pwn" >/dev/null 2>&1
+    expect cuda_conv_product_forms 0 "x^T w^T 1, w x^T 1, w x 1" -- python3 -c 'import sys; t = open(sys.argv[1]).read()
+print(", ".join("%s %d" % (f, t.count("/* Conv 1x1 as %s " % f)) for f in ("x^T w^T", "w x^T", "w x")))' \
+        "$tmp/pwn/model.cu"
     # not in a persistent kernel, where they ran no faster
     "$kiln" inspect "$tmp/convs.onnx" --schedule mono --precision fp16 >"$tmp/convs2.txt" 2>&1
     expect cuda_conv_products_mono 0 "0 products, 12 kg_conv_tc" -- python3 -c 'import sys; t = open(sys.argv[1]).read()

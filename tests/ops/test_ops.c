@@ -887,7 +887,7 @@ static void b_conv_split_k_branches(tc *c)
  *     + Relu(x) as the residual (w x^T);
  *   variant 2: Relu(x) -> a 1x1 convolution + bias + Relu(x) (NCHW in and
  *     out: w x).
- * NCHW x needs pixels in multiples of 8: W is one here. */
+ * NCHW x needs pixels in multiples of 8: W is 8 or 16 here. */
 static void b_conv_product(tc *c)
 {
     int64_t n = c->variant == 3 ? 2 : 1, ch = 8 * rint_(c, 1, 4), h = rint_(c, 2, 12);

@@ -777,6 +777,10 @@ int cg_conv_product(const cg_emitter *e, const sched_group *grp)
     base_diag_init(&scratch);
     bool ok = pass_group_epilogue(grp, &ep, &scratch) == KILN_OK && ep.scale == 1.0f;
     base_diag_free(&scratch);
+    /* what gemm_analyse then requires: a float bias, one per output channel; M within 2^31 */
+    kiln_dtype bt = ep.bias ? cg_store(e, ep.bias) : KILN_F32;
+    ok = ok && (bt == KILN_F32 || bt == KILN_F16 || bt == KILN_BF16) && g.n * g.h * g.w <= INT32_MAX &&
+         (!ep.bias || ir_numel(&ep.bias->t) == g.k);
     if (!ok) return 0;
     /* y NHWC: [n h w, k] rows, as the product writes them (no residual: a
      * residual stays NCHW); y NCHW of one image: [k, h w], the product of
