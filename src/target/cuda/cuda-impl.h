@@ -227,6 +227,9 @@ typedef struct cg_mono_ctx {
     bool ilp;     /* steps per thread chosen by cg_mono_factor (KILN_MONO_ILP=0: one) */
     bool hints;   /* cache hints on loads, kg.h's stream and keep (only with KILN_MONO_CACHE=1) */
 } cg_mono_ctx;
+/* The 32-bit registers a thread of e's persistent kernel may hold (its
+ * launch bounds); 255 for a kernel of its own. */
+int cg_mono_regs(const cg_emitter *e);
 /* OUT: *m for the group e is about to emit (reads the environment). */
 void cg_mono_ctx_init(const cg_emitter *e, cg_mono_ctx *m);
 /* Steps per thread, 1 .. min(cap, 32), for work of `units` rTasks at one

@@ -142,13 +142,10 @@ static kiln_status gemm_analyse(cg_emitter *e, const sched_group *grp, gemm_prob
             g->lb = x_nchw;
             g->ldb = x_nchw ? hw : c;
         }
-        if (g->ep.bias) {
+        if (g->ep.bias) { /* a float, one per output channel (cg_conv_product) */
             g->sbias = cg_store(e, g->ep.bias);
             g->bias_cs = y_nhwc;
             g->bias_rs = !y_nhwc;
-            if (!is_fp(g->sbias) || ir_numel(&g->ep.bias->t) != k)
-                return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "%s: a bias that is not one per output channel",
-                                     ir_node_label(n, lb, sizeof(lb)));
         }
     } else if (n->op == KILN_OP_GEMM) {
         bool ta = ir_node_attr_int(n, "transA", 0) != 0, tb = ir_node_attr_int(n, "transB", 0) != 0;
@@ -461,15 +458,6 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *o
     return add_clusters(g, out, add_splits(g, gpu, out, n));
 }
 
-/* The registers a thread of a persistent kernel of per_sm blocks of
- * want_block threads may hold (255 when its blocks leave more: 0, 0 for a
- * kernel of its own). */
-static int fits_regs_budget(int want_block, int per_sm)
-{
-    if (want_block <= 0 || per_sm <= 0) return 255;
-    return KILN_MIN(255, 65536 / (want_block * per_sm)) & ~7;
-}
-
 /* Whether c's template compiles within regs registers a thread: the
  * warpgroup MMAs keep their accumulators (bn / 2 floats a thread) in
  * registers, which ptxas cannot spill (a kg_gemm_wg 64 x 128 tile in a
@@ -487,17 +475,17 @@ static bool fits_regs(const gemm_cfg *c, int regs)
  * takes the one-warpgroup tiles too), in the same order, and without
  * clusters when the rOperator shares its
  * kernel: in a persistent one (want_block) or beside share - 1 identical
- * products (plan_gemm_share; a clustered rOperator is a kernel of its own).
+ * products (plan_gemm_share; a clustered rOperator is a kernel of its own),
+ * and within regs registers a thread (cg_mono_regs: fits_regs).
  * When none is left (a small problem whose fitting tiles are all
  * narrower), the tiles of that many threads the problem allows at all,
  * larger than it or not: idle threads cost less than a kernel of its own
  * under --schedule=mono. Else all of them. */
-static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_block, int per_sm, bool narrow,
+static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_block, int regs, bool narrow,
                             int share, gemm_cfg *out)
 {
     int n = gemm_candidates(g, gpu, out), kept = 0;
     if (!want_block && share < 2) return n;
-    const int regs = fits_regs_budget(want_block, per_sm);
     for (int i = 0; i < n; i++) {
         const int threads = cfg_threads(&out[i]);
         bool sized = !want_block || threads == want_block || (narrow && cfg_narrow(&out[i]) && threads < want_block);
@@ -773,10 +761,12 @@ static void emit_summary(base_str *s, const gemm_problem *g, const gemm_cfg *c)
     dims_str(&g->b->t, sb, sizeof(sb));
     dims_str(&g->y->t, sy, sizeof(sy));
     bool gemm = g->node->op == KILN_OP_GEMM;
+    const char *what = gemm ? "Gemm" : "MatMul";
+    if (g->node->op == KILN_OP_CONV) /* cg_conv_product's forms */
+        what = g->a == g->node->in[0] ? (g->la ? "Conv 1x1 as x^T w^T" : "Conv 1x1 as x w^T")
+                                      : (g->lb ? "Conv 1x1 as w x" : "Conv 1x1 as w x^T");
     base_str_printf(s, "/* %s %s %s%s x %s%s -> %s%s; m=%lld n=%lld k=%lld batch=%lld; stored %s x %s -> %s",
-                    g->node->op != KILN_OP_CONV ? (gemm ? "Gemm" : "MatMul")
-                    : g->a == g->node->in[0]    ? (g->la ? "Conv 1x1 as x^T w^T" : "Conv 1x1 as x w^T")
-                                                : (g->lb ? "Conv 1x1 as w x" : "Conv 1x1 as w x^T"), kiln_dtype_name(g->a->t.dtype), sa, gemm && g->la ? "^T" : "", sb,
+                    what, kiln_dtype_name(g->a->t.dtype), sa, gemm && g->la ? "^T" : "", sb,
                     gemm && !g->lb ? "^T" : "", sy, g->folded ? " (batch folded into rows)" : "", (long long)g->m,
                     (long long)g->n, (long long)g->k, (long long)g->n_batch, kiln_dtype_name(g->sa),
                     kiln_dtype_name(g->sb), kiln_dtype_name(g->sy));
@@ -892,7 +882,7 @@ static kiln_status emit_candidate(cg_emitter *e, const sched_group *grp, int can
     gemm_problem g;
     gemm_cfg cands[MAX_CANDS];
     KILN_TRY(gemm_analyse(e, grp, &g));
-    int n = sized_candidates(&g, &e->gpu, e->want_block, e->mono_per_sm, e->narrow_ok, gemm_share(e, grp), cands);
+    int n = sized_candidates(&g, &e->gpu, e->want_block, cg_mono_regs(e), e->narrow_ok, gemm_share(e, grp), cands);
     if (cand < 0 || cand >= n)
         return base_diag_add(e->d, KILN_ERR_INTERNAL, "group '%s': no GEMM candidate %d (of %d)", grp->name, cand, n);
     return emit_op(e, grp, &g, &cands[cand], op);
@@ -949,7 +939,7 @@ kiln_status cg_emit_gemm(cg_emitter *e, const sched_group *grp, cg_op *op)
     KILN_TRY(gemm_analyse(e, grp, &g));
     if (ir_numel(&g.y->t) == 0) return emit_empty(e, grp, op);
     int share = gemm_share(e, grp);
-    int n = sized_candidates(&g, &e->gpu, e->want_block, e->mono_per_sm, e->narrow_ok, share, cands);
+    int n = sized_candidates(&g, &e->gpu, e->want_block, cg_mono_regs(e), e->narrow_ok, share, cands);
     gemm_problem all = g;
     all.n_batch *= share;
     /* a wave's most efficient rKernels are the cost model's, whatever the

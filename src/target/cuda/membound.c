@@ -48,13 +48,19 @@ static bool env_is(const char *name, const char *value)
     return v && strcmp(v, value) == 0;
 }
 
+int cg_mono_regs(const cg_emitter *e)
+{
+    if (e->mono_per_sm <= 0 || e->want_block <= 0) return REGS_PER_THREAD_MAX;
+    /* registers are given out 8 a thread at a time */
+    return KILN_MIN(REGS_PER_THREAD_MAX, REGS_PER_SM / (e->want_block * e->mono_per_sm)) & ~7;
+}
+
 void cg_mono_ctx_init(const cg_emitter *e, cg_mono_ctx *m)
 {
     *m = (cg_mono_ctx){0};
     if (e->mono_per_sm <= 0 || e->want_block <= 0) return;
     m->resident = (e->gpu.n_sms > 0 ? e->gpu.n_sms : 132) * e->mono_per_sm;
-    /* registers are given out 8 a thread at a time */
-    m->regs = KILN_MIN(REGS_PER_THREAD_MAX, REGS_PER_SM / (e->want_block * e->mono_per_sm)) & ~7;
+    m->regs = cg_mono_regs(e);
     m->ilp = !env_is("KILN_MONO_ILP", "0");
     m->hints = env_is("KILN_MONO_CACHE", "1");
 }
