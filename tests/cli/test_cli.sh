@@ -769,6 +769,40 @@ print(", ".join("%s %d" % (f, t.count("/* Conv 1x1 as %s " % f)) for f in ("x^T 
     "$kiln" inspect "$tmp/convs.onnx" --schedule mono --precision fp16 >"$tmp/convs2.txt" 2>&1
     expect cuda_conv_products_mono 0 "0 products, 12 kg_conv_tc" -- python3 -c 'import sys; t = open(sys.argv[1]).read()
 print("%d products, %d kg_conv_tc" % (t.count("[kg_gemm_"), t.count("[kg_conv_tc")))' "$tmp/convs2.txt"
+    # ResNet's block outputs, read by the next block's first convolution
+    # and, as the residual, by its last, are stored NHWC too (the residual
+    # read in y's layout): block 1's three 1x1 layers and block 2's first
+    # are products (x w^T); block 2's last, writing the NCHW value that
+    # GlobalAveragePool reads, stays kg_conv_tc with an NHWC residual
+    python3 - "$tmp/blocks.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+inits, nodes = [], []
+def conv(x, cin, cout, r, y, res=None):
+    w = "w%d" % len(inits)
+    inits.append(numpy_helper.from_array((rng.standard_normal((cout, cin, r, r)) * 0.1).astype(np.float32), w))
+    nodes.append(helper.make_node("Conv", [x, w], [y + "c"], pads=[r // 2] * 4))
+    if res:
+        nodes.append(helper.make_node("Add", [y + "c", res], [y + "a"]))
+    nodes.append(helper.make_node("Relu", [y + "a" if res else y + "c"], [y]))
+    return y
+b = conv("x", 16, 64, 3, "b0")
+for i in (1, 2):
+    t = conv(conv(b, 64, 16, 1, "p%d" % i), 16, 16, 3, "q%d" % i)
+    b = conv(t, 16, 64, 1, "b%d" % i, res=b)
+nodes.append(helper.make_node("GlobalAveragePool", [b], ["y"]))
+g = helper.make_graph(nodes, "blocks", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 14, 14])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    "$kiln" inspect "$tmp/blocks.onnx" --schedule waves --precision fp16 >"$tmp/blocks.txt" 2>&1
+    expect cuda_conv_residual_nhwc 0 "3 products, 4 kg_conv_tc, 1 with an NHWC residual" -- python3 -c '
+import sys; t = open(sys.argv[1]).read()
+print("%d products, %d kg_conv_tc, %d with an NHWC residual" % (t.count("[kg_gemm_"), t.count("[kg_conv_tc"),
+      t.count("NHWC residual]")))' "$tmp/blocks.txt"
     # a product in a persistent kernel of 3 blocks of 256 threads a
     # multiprocessor (80 registers a thread) takes no warpgroup-MMA tile
     # whose accumulators need more: kg_gemm_wg 64x128 failed in ptxas

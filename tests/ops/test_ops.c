@@ -928,6 +928,47 @@ static void b_conv_product(tc *c)
     tc_out(c, "y");
 }
 
+/* Block outputs read by convolutions both as x and as the residual, as in
+ * ResNet (the cuda target stores them NHWC, cg_plan_conv_layouts):
+ * b0 = Relu(Conv3x3(x)) feeds a 1x1 convolution + Relu and, as the
+ * residual, the 1x1 convolution after it: b1 = Relu(Conv1x1(..) + bias +
+ * b0) (a product with an NHWC residual). Then
+ *   variants 0 and 1 (two images): y = Conv3x3(b1) + b1, a convolution
+ *     reading b1 as x and as its residual, y NCHW (a graph output);
+ *   variant 2: y = Conv3x3 stride 2 (b1) + Conv1x1 stride 2 (b1), the
+ *     projection read only as the residual. */
+static void b_conv_residual_nhwc(tc *c)
+{
+    int64_t n = c->variant == 1 ? 2 : 1, ch = 8 * rint_(c, 1, 4), h = rint_(c, 2, 12), w = rint_(c, 2, 12);
+    int64_t c1 = 8 * rint_(c, 1, 6);
+    tc_input(c, "x", KILN_F32, 4, (int64_t[]){n, ch, h, w}, G_NORMAL);
+    tc_note(c, "n=%lld c=%lld %lldx%lld c1=%lld", (long long)n, (long long)ch, (long long)h, (long long)w,
+            (long long)c1);
+    tc_const(c, "w0", KILN_F32, 4, (int64_t[]){ch, ch, 3, 3}, G_UNIT);
+    ais(c, tc_node(c, "Conv", "x,w0", "c0"), "pads", 4, (int64_t[]){1, 1, 1, 1});
+    tc_node(c, "Relu", "c0", "b0");
+    tc_const(c, "w1", KILN_F32, 4, (int64_t[]){c1, ch, 1, 1}, G_UNIT);
+    tc_node(c, "Conv", "b0,w1", "c1");
+    tc_node(c, "Relu", "c1", "r1");
+    tc_const(c, "w2", KILN_F32, 4, (int64_t[]){ch, c1, 1, 1}, G_UNIT);
+    tc_const(c, "b2", KILN_F32, 1, &ch, G_NORMAL);
+    tc_node(c, "Conv", "r1,w2,b2", "c2");
+    tc_node(c, "Add", "c2,b0", "s2");
+    tc_node(c, "Relu", "s2", "b1");
+    tc_const(c, "w3", KILN_F32, 4, (int64_t[]){ch, ch, 3, 3}, G_UNIT);
+    Onnx__NodeProto *c3 = tc_node(c, "Conv", "b1,w3", "c3");
+    ais(c, c3, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    if (c->variant == 2) {
+        ais(c, c3, "strides", 2, (int64_t[]){2, 2});
+        tc_const(c, "wd", KILN_F32, 4, (int64_t[]){ch, ch, 1, 1}, G_UNIT);
+        ais(c, tc_node(c, "Conv", "b1,wd", "d"), "strides", 2, (int64_t[]){2, 2});
+        tc_node(c, "Add", "c3,d", "y");
+    } else {
+        tc_node(c, "Add", "c3,b1", "y");
+    }
+    tc_out(c, "y");
+}
+
 /* Weights fed at run time: the target wants them constant, so a fallback. */
 static void b_conv_w_input(tc *c)
 {
@@ -3113,6 +3154,7 @@ static const op_case case_table[] = {
     CASE("Conv/long_K", b_conv_long_k),
     CASE("Conv/split_K_branches", b_conv_split_k_branches),
     CASE("Conv/pointwise_product", b_conv_product),
+    CASE("Conv/residual_nhwc", b_conv_residual_nhwc),
     FB("Conv/weights_fed", b_conv_w_input, 2),
     CASE("Conv+Add+Relu", b_conv_add_relu),
     CASE("Conv+Add(residual)+act", b_conv_residual),

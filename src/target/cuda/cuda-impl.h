@@ -47,7 +47,7 @@ typedef struct cg_op {
     bool wgmma;        /* its template issues warpgroup MMAs (sm_90a), which ptxas serializes across a call */
     bool prewait;      /* op_<id> takes CG_PRE_PARAM: may do griddepcontrol.wait inside the rTask */
     int tmap;          /* 0, or 1 + the first of the two tensor maps (kg_tmaps[]) its rTasks copy with */
-    char config[96];   /* the template configuration chosen, for listings ("" when there is no choice) */
+    char config[128];  /* the template configuration chosen, for listings ("" when there is no choice) */
 } cg_op;
 
 /* The third parameter of a cg_op.prewait rOperator's op_<id>. */

@@ -592,7 +592,7 @@ static kiln_status emit_conv_params(cg_emitter *e, const sched_group *grp, const
                     "                       %lld, %lld, /* kernel */\n"
                     "                       %lld, %lld, %lld, %lld, %lld, %lld, /* strides, pads, dilations */\n"
                     "                       %lld, /* groups */\n"
-                    "                       %s, %s, /* layouts of x y */\n"
+                    "                       %s, %s, %s, /* layouts of x y res */\n"
                     "                       %s, %s, %s, %s, %s, /* storage of x w y bias res */\n"
                     "                       %s, %s, %s, /* activation, alpha, beta */\n"
                     "                       %s, /* x */\n"
@@ -604,7 +604,8 @@ static kiln_status emit_conv_params(cg_emitter *e, const sched_group *grp, const
                     (long long)g->oh, (long long)g->ow, (long long)g->kh, (long long)g->kw, (long long)g->sh,
                     (long long)g->sw, (long long)g->ph, (long long)g->pw, (long long)g->dh, (long long)g->dw,
                     (long long)g->groups, is_nhwc(e, n->in[0]) ? "KG_CONV_NHWC" : "KG_CONV_NCHW",
-                    is_nhwc(e, y) ? "KG_CONV_NHWC" : "KG_CONV_NCHW", xt, wt, yt, bt, rt, cg_act_name(ep.act),
+                    is_nhwc(e, y) ? "KG_CONV_NHWC" : "KG_CONV_NCHW",
+                    is_nhwc(e, ep.residual) ? "KG_CONV_NHWC" : "KG_CONV_NCHW", xt, wt, yt, bt, rt, cg_act_name(ep.act),
                     cg_float_lit(ep.alpha, fa, sizeof(fa)), cg_float_lit(ep.beta, fb, sizeof(fb)),
                     cg_ptr(e, n->in[0], px, sizeof(px)), cg_ptr(e, n->in[1], pw, sizeof(pw)),
                     ep.bias ? cg_ptr(e, ep.bias, pb, sizeof(pb)) : "0",
@@ -622,6 +623,17 @@ static int items_per_thread(const cg_emitter *e, int64_t total, int block)
     return 1;
 }
 
+/* Whether the group's epilogue reads a residual stored NHWC. */
+static bool residual_nhwc(const cg_emitter *e, const sched_group *grp)
+{
+    pass_epilogue ep;
+    base_diag scratch;
+    base_diag_init(&scratch);
+    bool r = pass_group_epilogue(grp, &ep, &scratch) == KILN_OK && is_nhwc(e, ep.residual);
+    base_diag_free(&scratch);
+    return r;
+}
+
 static void emit_head(cg_emitter *e, const sched_group *grp, const char *what)
 {
     cg_comment(&e->code, grp);
@@ -636,6 +648,7 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
     conv_kind kind = kind_of(e, n, &g);
     gemm_dims d = conv_gemm(&g);
     const bool xn = is_nhwc(e, n->in[0]), yn = is_nhwc(e, grp->nodes[grp->n_nodes - 1]->out[0]);
+    const bool rn = grp->n_nodes > 1 && residual_nhwc(e, grp);
     char what[256];
     base_str body;
     base_str_init(&body);
@@ -693,9 +706,10 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
             base_str_printf(&body, "    kg_conv_tc(&p, t, %d, %d, %d, %d, %d, %d, %d, %d, %d, %s);\n", c->bm, c->bn,
                             c->bk, c->wm, c->wn, c->ks, c->st, da, sk, ws);
             snprintf(op->config, sizeof(op->config),
-                     "kg_conv_tc %dx%dx%d, warp %dx%d, %d k-slices, %d stages, %d splits%s", c->bm, c->bn, c->bk,
+                     "kg_conv_tc %dx%dx%d, warp %dx%d, %d k-slices, %d stages, %d splits%s%s", c->bm, c->bn, c->bk,
                      c->wm, c->wn, c->ks, c->st, sk,
-                     xn && yn ? ", NHWC in and out" : xn ? ", NHWC in" : yn ? ", NHWC out" : "");
+                     xn && yn ? ", NHWC in and out" : xn ? ", NHWC in" : yn ? ", NHWC out" : "",
+                     rn ? ", NHWC residual" : "");
         } else {
             const simt_cfg *c = &simt_table[cl.idx[cand]];
             int da = cl.da[cand];
@@ -752,7 +766,7 @@ static void tune_key(const cg_emitter *e, const sched_group *grp, const conv_geo
              (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w,
              (long long)g->k, (long long)g->kh, (long long)g->kw, (long long)g->sh, (long long)g->sw, (long long)g->ph,
              (long long)g->pw, (long long)g->dh, (long long)g->dw, (long long)g->groups, ep.bias ? " +bias" : "",
-             ep.residual ? " +res" : "", (unsigned)ep.act < PASS_ACT_COUNT ? acts[ep.act] : "", block);
+             ep.residual ? is_nhwc(e, ep.residual) ? " +res,nhwc" : " +res" : "", (unsigned)ep.act < PASS_ACT_COUNT ? acts[ep.act] : "", block);
 }
 
 int cg_conv_product(const cg_emitter *e, const sched_group *grp)
@@ -782,10 +796,11 @@ int cg_conv_product(const cg_emitter *e, const sched_group *grp)
     ok = ok && (bt == KILN_F32 || bt == KILN_F16 || bt == KILN_BF16) && g.n * g.h * g.w <= INT32_MAX &&
          (!ep.bias || ir_numel(&ep.bias->t) == g.k);
     if (!ok) return 0;
-    /* y NHWC: [n h w, k] rows, as the product writes them (no residual: a
-     * residual stays NCHW); y NCHW of one image: [k, h w], the product of
-     * the weights and x transposed */
-    if (is_nhwc(e, y)) return ep.residual ? 0 : is_nhwc(e, x) ? 1 : 3;
+    /* y NHWC: [n h w, k] rows, as the product writes them; y NCHW of one
+     * image: [k, h w], the product of the weights and x transposed. The
+     * epilogue reads a residual as it writes y: in y's layout. */
+    if (ep.residual && is_nhwc(e, ep.residual) != is_nhwc(e, y)) return 0;
+    if (is_nhwc(e, y)) return is_nhwc(e, x) ? 1 : 3;
     return g.n != 1 ? 0 : is_nhwc(e, x) ? 2 : 4;
 }
 
@@ -882,17 +897,29 @@ static bool tc_conv(const cg_emitter *e, const ir_node *n, bool nhwc_x)
     return ok;
 }
 
-/* How many inputs of the group's nodes read v, and whether each is the
- * x of its first node (a convolution). */
-static int uses_in_group(const sched_group *grp, const ir_value *v, bool *only_x)
+/* How many inputs of the group's nodes read v, and whether the one use is
+ * the x of its first node (a convolution) or its epilogue's residual of
+ * the convolution's own shape (no view between them), which kg_conv's
+ * epilogue then indexes as it does y. */
+static int uses_in_group(const sched_group *grp, const ir_value *v, bool *as_x, bool *as_res)
 {
     int uses = 0;
     for (int k = 0; k < grp->n_nodes; k++)
         for (int j = 0; j < grp->nodes[k]->n_in; j++)
-            if (grp->nodes[k]->in[j] == v) {
-                uses++;
-                if (k != 0 || j != 0) *only_x = false;
-            }
+            if (grp->nodes[k]->in[j] == v) uses++;
+    *as_x = uses == 1 && grp->nodes[0]->in[0] == v;
+    *as_res = false;
+    pass_epilogue ep;
+    base_diag scratch;
+    base_diag_init(&scratch);
+    if (uses == 1 && !*as_x && pass_group_epilogue(grp, &ep, &scratch) == KILN_OK && ep.residual == v) {
+        const ir_tensor *c = &grp->nodes[0]->out[0]->t;
+        bool same = c->rank == v->t.rank;
+        for (int i = 0; same && i < c->rank; i++) same = c->dims[i] == v->t.dims[i];
+        for (int k = 1; same && k < grp->n_nodes; k++) same = grp->nodes[k]->out[0]->t.rank == c->rank;
+        *as_res = same;
+    }
+    base_diag_free(&scratch);
     return uses;
 }
 
@@ -912,16 +939,18 @@ kiln_status cg_plan_conv_layouts(cg_emitter *e)
         bool ok = grp->out[0] == y && y->graph == g && y->t.rank == 4 && tc_conv(e, grp->nodes[0], false) &&
                   e->p->place[y->id].loc == SCHED_LOC_ARENA && (st == KILN_F16 || st == KILN_BF16);
         for (int i = 0; ok && i < g->n_outputs; i++) ok = g->outputs[i] != y;
-        /* every reader: the x of a tensor-core convolution group, nothing else */
+        /* every reader a tensor-core convolution group reading y once: as
+         * its x, or as its residual */
         int uses = 0;
         for (int r = 0; ok && r < e->p->n_groups; r++) {
             const sched_group *h = e->p->groups[r];
             if (h == grp) continue;
-            bool only_x = true;
-            int u = uses_in_group(h, y, &only_x);
+            bool as_x, as_res;
+            int u = uses_in_group(h, y, &as_x, &as_res);
             if (!u) continue;
-            ok = h->kind == SCHED_GROUP_CONV && u == 1 && only_x && tc_conv(e, h->nodes[0], true) &&
-                 cg_store(e, h->nodes[0]->in[1]) == st;
+            ok = h->kind == SCHED_GROUP_CONV && h->nodes[0]->op == KILN_OP_CONV &&
+                 ((as_x && tc_conv(e, h->nodes[0], true) && cg_store(e, h->nodes[0]->in[1]) == st) ||
+                  (as_res && tc_conv(e, h->nodes[0], false)));
             uses += u;
         }
         if (!ok || uses == 0 || uses != y->n_uses) continue;

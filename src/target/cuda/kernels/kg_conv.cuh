@@ -52,7 +52,9 @@
 /* Activation layouts. NHWC (Bolt 3.2.3): channels innermost, so 8 channels
  * of one pixel are one 16-byte copy. With x NHWC the GEMM's K runs
  * (kh, kw, cin) and the weights are stored [Cout][KH][KW][Cin/group]
- * (emit_conv.c cg_plan_conv_layouts plans both); the residual stays NCHW. */
+ * (emit_conv.c cg_plan_conv_layouts plans both). A residual may be stored
+ * either way too (a block output of ResNet is read as the next block's x
+ * and as its residual). */
 #define KG_CONV_NCHW 0
 #define KG_CONV_NHWC 1
 
@@ -76,7 +78,7 @@ typedef struct kg_conv {
     int kh, kw;                 /* kernel */
     int sh, sw, ph, pw, dh, dw; /* strides, leading pads, dilations */
     int groups;
-    int xl, yl;                 /* layouts of x and y: KG_CONV_NCHW or KG_CONV_NHWC (kg_conv_tc only) */
+    int xl, yl, rl;             /* layouts of x, y, res: KG_CONV_NCHW or KG_CONV_NHWC (kg_conv_tc only) */
     int xt, wt, yt, bt, rt;     /* storage dtypes (KG_CONV_*) of x, w, y, bias, res */
     int act;
     float alpha, beta;          /* activation parameters */
@@ -286,10 +288,10 @@ static __device__ __forceinline__ void kg_conv_epilogue(const kg_conv *p, const 
 #pragma unroll
             for (int s = 0; s < KS; s++) v += ep[(s * BN + nn) * ld + m];
             int co = g * kg + gn, img = gm / ohw, pix = gm - img * ohw;
-            int ri = (img * p->k + co) * ohw + pix, yi = nhwc ? gm * p->k + co : ri;
+            int ci = (img * p->k + co) * ohw + pix, hi = gm * p->k + co; /* NCHW, NHWC */
             if (p->bias) v += kg_conv_ldf(p->bias, co, p->bt);
-            if (p->res) v += kg_conv_ldf(p->res, ri, p->rt);
-            kg_conv_stf(p->y, yi, p->yt, kg_actf(v, p->act, p->alpha, p->beta));
+            if (p->res) v += kg_conv_ldf(p->res, p->rl == KG_CONV_NHWC ? hi : ci, p->rt);
+            kg_conv_stf(p->y, nhwc ? hi : ci, p->yt, kg_actf(v, p->act, p->alpha, p->beta));
         }
     }
 }
