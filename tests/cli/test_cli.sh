@@ -830,6 +830,35 @@ onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys
 PY
     expect cuda_mono_gemm_regs 0 "blocks of 256 threads, 3 a multiprocessor" -- "$kiln" compile "$tmp/cnnmm.onnx" \
         -o "$tmp/cnnmm.kiln" --target cuda --precision fp16 --schedule mono
+    # nor in a wave kernel whose widest member has 1024 threads (65536 / 1024
+    # = 64 registers a thread): a 128 x 192 warpgroup-MMA product beside a
+    # Softmax over 65536 columns forms a kernel of its own (it failed in
+    # ptxas, an internal error)
+    python3 - "$tmp/wavemm.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+inits = [numpy_helper.from_array((rng.standard_normal((768, 3072)) * 0.05).astype(np.float32), "w")]
+nodes = [helper.make_node("Relu", ["a"], ["ar"]), helper.make_node("MatMul", ["ar", "w"], ["y"]),
+         helper.make_node("Relu", ["s"], ["sr"]), helper.make_node("Softmax", ["sr"], ["z"], axis=-1)]
+g = helper.make_graph(nodes, "wavemm", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2048, 768]),
+                                        helper.make_tensor_value_info("s", TensorProto.FLOAT, [8, 65536])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                       helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    "$kiln" inspect "$tmp/wavemm.onnx" --schedule waves --precision fp16 >"$tmp/wavemm.txt" 2>&1
+    expect cuda_wave_narrow_regs 0 "product in 256-thread blocks, Softmax in 1024" -- python3 -c '
+import re, sys
+t = open(sys.argv[1]).read()
+launches = re.findall(r"threads a block.*\n((?:    group.*\n)+)", t)
+blocks = re.findall(r"kernel k_\d+, (\d+) threads a block", t)
+where = {("Softmax" if "Softmax" in g else "MatMul" if "MatMul" in g else "-"): b for g, b in zip(launches, blocks)}
+print("product in %s-thread blocks, Softmax in %s" % (where.get("MatMul"), where.get("Softmax")))' "$tmp/wavemm.txt"
+    expect cuda_wave_narrow_regs_compiles 0 "compiled" -- "$kiln" compile "$tmp/wavemm.onnx" -o "$tmp/wavemm.kiln" \
+        --target cuda --precision fp16 --schedule waves
     # under a mono schedule the conv cost model counts the kernel's blocks a
     # multiprocessor as resident tiles (not what a block's share of shared
     # memory would hold): ResNet-50's 7x7 stem takes 32x64 tiles, 392 rTasks

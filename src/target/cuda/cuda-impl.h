@@ -43,6 +43,8 @@ typedef struct cg_op {
     int sem_at, sems;  /* split-K: the counters of kg_splitk_sem it uses */
     int cluster;       /* blocks per cluster: 0 or 1 none, 2 pairs (a kernel of its own, KG_CLUSTER) */
     bool narrow;       /* may run on the first `block` threads of a wider persistent block (kg_sync_n) */
+    int acc_regs;      /* registers a thread its template needs and ptxas cannot spill (warpgroup-MMA
+                        * accumulators): a narrow op joins a wider block only where they fit; 0: any */
     double est_clk;    /* the cost model's time for the rTasks run alone, in SM clocks (0: no estimate) */
     bool wgmma;        /* its template issues warpgroup MMAs (sm_90a), which ptxas serializes across a call */
     bool prewait;      /* op_<id> takes CG_PRE_PARAM: may do griddepcontrol.wait inside the rTask */
@@ -227,8 +229,11 @@ typedef struct cg_mono_ctx {
     bool ilp;     /* steps per thread chosen by cg_mono_factor (KILN_MONO_ILP=0: one) */
     bool hints;   /* cache hints on loads, kg.h's stream and keep (only with KILN_MONO_CACHE=1) */
 } cg_mono_ctx;
-/* The 32-bit registers a thread of e's persistent kernel may hold (its
- * launch bounds); 255 for a kernel of its own. */
+/* The 32-bit registers a thread may hold in a kernel of `block` threads a
+ * block and `per_sm` blocks a multiprocessor (its launch bounds; per_sm 0
+ * or 1: one); 255 for block 0. */
+int cg_regs_per_thread(int block, int per_sm);
+/* The same for e's persistent kernel; 255 for a kernel of its own. */
 int cg_mono_regs(const cg_emitter *e);
 /* OUT: *m for the group e is about to emit (reads the environment). */
 void cg_mono_ctx_init(const cg_emitter *e, cg_mono_ctx *m);

@@ -688,7 +688,11 @@ typedef struct batch {
  * rTasks the other threads skip (member_call). */
 static int kernel_block(const program *pr, const cg_op *op)
 {
-    return cg_block_in(op, pr->mono ? pr->block : pr->waves ? pr->wave_block : 0);
+    int wide = pr->mono ? pr->block : pr->waves ? pr->wave_block : 0;
+    /* a wave kernel's launch bounds leave a thread 65536 / wide registers
+     * (the persistent kernel's candidates were chosen within its own) */
+    if (!pr->mono && op->acc_regs > cg_regs_per_thread(wide, 1)) wide = 0;
+    return cg_block_in(op, wide);
 }
 
 kiln_status cg_splitk_place(cg_emitter *e, const sched_group *grp, int64_t floats, int64_t sems, cg_op *op)

@@ -458,15 +458,15 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *o
     return add_clusters(g, out, add_splits(g, gpu, out, n));
 }
 
-/* Whether c's template compiles within regs registers a thread: the
- * warpgroup MMAs keep their accumulators (bn / 2 floats a thread) in
- * registers, which ptxas cannot spill (a kg_gemm_wg 64 x 128 tile in a
- * persistent kernel of 3 blocks of 256 threads a multiprocessor, 80
- * registers: "Insufficient registers"); the other templates spill. */
-static bool fits_regs(const gemm_cfg *c, int regs)
-{
-    return (c->kind != GEMM_WG && c->kind != GEMM_WGT) || c->bn / 2 + 32 <= regs;
-}
+/* The registers a thread of c's template needs and ptxas cannot spill:
+ * the warpgroup MMAs keep their accumulators (bn / 2 floats a thread) in
+ * registers (a kg_gemm_wg 64 x 128 tile in a persistent kernel of 3
+ * blocks of 256 threads a multiprocessor, 80 registers: "Insufficient
+ * registers"); 0 for the other templates, which spill. */
+static int acc_regs(const gemm_cfg *c) { return c->kind == GEMM_WG || c->kind == GEMM_WGT ? c->bn / 2 + 32 : 0; }
+
+/* Whether c's template compiles within regs registers a thread. */
+static bool fits_regs(const gemm_cfg *c, int regs) { return acc_regs(c) <= regs; }
 
 /* gemm_candidates narrowed to those of want_block threads (0: every size),
  * or with `narrow` (cg_emitter.narrow_ok) also of fewer threads where the
@@ -852,6 +852,7 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
                  c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->stages, c->splits);
     op->cluster = KILN_MAX(1, c->cn);
     op->narrow = cfg_narrow(c);
+    op->acc_regs = acc_regs(c);
     op->wgmma = c->kind == GEMM_WG || c->kind == GEMM_WGT;
     op->prewait = prewait;
     op->tmap = tmap_a >= 0 && tmap_b == tmap_a + 1 ? tmap_a + 1 : 0;

@@ -48,11 +48,17 @@ static bool env_is(const char *name, const char *value)
     return v && strcmp(v, value) == 0;
 }
 
+int cg_regs_per_thread(int block, int per_sm)
+{
+    if (block <= 0) return REGS_PER_THREAD_MAX;
+    /* registers are given out 8 a thread at a time */
+    return KILN_MIN(REGS_PER_THREAD_MAX, REGS_PER_SM / (block * KILN_MAX(per_sm, 1))) & ~7;
+}
+
 int cg_mono_regs(const cg_emitter *e)
 {
     if (e->mono_per_sm <= 0 || e->want_block <= 0) return REGS_PER_THREAD_MAX;
-    /* registers are given out 8 a thread at a time */
-    return KILN_MIN(REGS_PER_THREAD_MAX, REGS_PER_SM / (e->want_block * e->mono_per_sm)) & ~7;
+    return cg_regs_per_thread(e->want_block, e->mono_per_sm);
 }
 
 void cg_mono_ctx_init(const cg_emitter *e, cg_mono_ctx *m)
