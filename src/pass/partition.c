@@ -445,6 +445,11 @@ kiln_status pass_group_epilogue(const sched_group *grp, pass_epilogue *ep, base_
     const ir_node *anchor = grp->nodes[0];
     if (anchor->op != KILN_OP_MAT_MUL && anchor->n_in > 2 && anchor->in[2]) ep->bias = anchor->in[2];
     const ir_value *cur = anchor->out[0];
+    if (!cur && grp->n_nodes > 1) {
+        char lb[256];
+        return base_diag_add(d, KILN_ERR_INTERNAL, "%s: an epilogue after an anchor without an output",
+                             ir_node_label(anchor, lb, sizeof(lb)));
+    }
     for (int i = 1; i < grp->n_nodes; i++) {
         const ir_node *n = grp->nodes[i];
         ir_node *gelu[5];

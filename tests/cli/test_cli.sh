@@ -830,6 +830,29 @@ onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys
 PY
     expect cuda_mono_gemm_regs 0 "blocks of 256 threads, 3 a multiprocessor" -- "$kiln" compile "$tmp/cnnmm.onnx" \
         -o "$tmp/cnnmm.kiln" --target cuda --precision fp16 --schedule mono
+    # planning NHWC values asks only convolution groups for their epilogue's
+    # residual: a host segment's LSTM without its Y output reading a
+    # convolution's output crashed it (fp16)
+    python3 - "$tmp/lstmconv.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+I = lambda s, n: numpy_helper.from_array((rng.standard_normal(s) * 0.1).astype(np.float32), n)
+inits = [I((16, 16, 3, 3), "w"), I((1, 32, 8), "W"), I((1, 32, 8), "R")]
+nodes = [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1]),
+         helper.make_node("LSTM", ["s", "W", "R"], ["", "yh"], hidden_size=8),
+         helper.make_node("Einsum", ["yh", "y"], ["e1"], equation="abc,defg->ad")]
+for i in range(1, 5):
+    nodes.append(helper.make_node("Einsum", ["e%d" % i], ["e%d" % (i + 1)], equation="ab->ba"))
+g = helper.make_graph(nodes, "lstmconv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 8, 8]),
+                                          helper.make_tensor_value_info("s", TensorProto.FLOAT, [4, 1, 8])],
+                      [helper.make_tensor_value_info("e5", TensorProto.FLOAT, None)], inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_conv_layouts_host_reader 0 "kg_conv_tc" -- "$kiln" inspect "$tmp/lstmconv.onnx" --schedule waves \
+        --precision fp16
     # nor in a wave kernel whose widest member has 1024 threads (65536 / 1024
     # = 64 registers a thread): a 128 x 192 warpgroup-MMA product beside a
     # Softmax over 65536 columns forms a kernel of its own (it failed in

@@ -932,14 +932,16 @@ static void b_conv_product(tc *c)
  * ResNet (the cuda target stores them NHWC, cg_plan_conv_layouts):
  * b0 = Relu(Conv3x3(x)) feeds a 1x1 convolution + Relu and, as the
  * residual, the 1x1 convolution after it: b1 = Relu(Conv1x1(..) + bias +
- * b0) (a product with an NHWC residual). Then
- *   variants 0 and 1 (two images): y = Conv3x3(b1) + b1, a convolution
- *     reading b1 as x and as its residual, y NCHW (a graph output);
- *   variant 2: y = Conv3x3 stride 2 (b1) + Conv1x1 stride 2 (b1), the
- *     projection read only as the residual. */
+ * b0). Then
+ *   variants 0 and 1 (two images): y = Conv3x3(b1) + b1, one group reading
+ *     b1 twice, so b1 stays NCHW and its writer is a convolution with an
+ *     NHWC residual and an NCHW output;
+ *   variants 2 and 3 (two images): y = Conv3x3 stride 2 (b1) + Conv1x1
+ *     stride 2 (b1): b1 is NHWC (its writer a product with an NHWC
+ *     residual), the projection read only as the residual. */
 static void b_conv_residual_nhwc(tc *c)
 {
-    int64_t n = c->variant == 1 ? 2 : 1, ch = 8 * rint_(c, 1, 4), h = rint_(c, 2, 12), w = rint_(c, 2, 12);
+    int64_t n = c->variant % 2 ? 2 : 1, ch = 8 * rint_(c, 1, 4), h = rint_(c, 2, 12), w = rint_(c, 2, 12);
     int64_t c1 = 8 * rint_(c, 1, 6);
     tc_input(c, "x", KILN_F32, 4, (int64_t[]){n, ch, h, w}, G_NORMAL);
     tc_note(c, "n=%lld c=%lld %lldx%lld c1=%lld", (long long)n, (long long)ch, (long long)h, (long long)w,
@@ -958,7 +960,7 @@ static void b_conv_residual_nhwc(tc *c)
     tc_const(c, "w3", KILN_F32, 4, (int64_t[]){ch, ch, 3, 3}, G_UNIT);
     Onnx__NodeProto *c3 = tc_node(c, "Conv", "b1,w3", "c3");
     ais(c, c3, "pads", 4, (int64_t[]){1, 1, 1, 1});
-    if (c->variant == 2) {
+    if (c->variant >= 2) {
         ais(c, c3, "strides", 2, (int64_t[]){2, 2});
         tc_const(c, "wd", KILN_F32, 4, (int64_t[]){ch, ch, 1, 1}, G_UNIT);
         ais(c, tc_node(c, "Conv", "b1,wd", "d"), "strides", 2, (int64_t[]){2, 2});

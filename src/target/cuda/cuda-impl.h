@@ -262,10 +262,11 @@ kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op);
  * no padding, one group, 16-bit, channels a multiple of 8, with x stored
  * NHWC, or NCHW for one image of a multiple of 8 pixels. With x NHWC:
  * 1, y NHWC too, y [n h w, k] = x [n h w, c] w [k, c]^T; 2, y NCHW of one
- * image, y [k, h w] = w [k, c] x [h w, c]^T (ResNet's last convolution of
- * a bottleneck, whose y and residual are NCHW). With x NCHW [c, h w]: 3, y
- * NHWC, y = x^T w^T; 4, y NCHW, y = w x. A residual only with y NCHW (a
- * residual stays NCHW). 0: none of these. KILN_CONV_PRODUCT=0: never. */
+ * image, y [k, h w] = w [k, c] x [h w, c]^T (ResNet-50's last convolution,
+ * whose y GlobalAveragePool reads). With x NCHW [c, h w]: 3, y NHWC, y =
+ * x^T w^T; 4, y NCHW, y = w x. A residual only stored as y is (the
+ * epilogue reads it as it writes y). 0: none of these.
+ * KILN_CONV_PRODUCT=0: never. */
 int cg_conv_product(const cg_emitter *e, const sched_group *grp);
 /* Which activations are stored NHWC (and their readers' weights reordered):
  * those only tensor-core convolutions write and read (emit_conv.c);

@@ -626,6 +626,7 @@ static int items_per_thread(const cg_emitter *e, int64_t total, int block)
 /* Whether the group's epilogue reads a residual stored NHWC. */
 static bool residual_nhwc(const cg_emitter *e, const sched_group *grp)
 {
+    if (grp->n_nodes < 2) return false;
     pass_epilogue ep;
     base_diag scratch;
     base_diag_init(&scratch);
@@ -648,12 +649,12 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
     conv_kind kind = kind_of(e, n, &g);
     gemm_dims d = conv_gemm(&g);
     const bool xn = is_nhwc(e, n->in[0]), yn = is_nhwc(e, grp->nodes[grp->n_nodes - 1]->out[0]);
-    const bool rn = grp->n_nodes > 1 && residual_nhwc(e, grp);
+    const bool rn = residual_nhwc(e, grp);
     char what[256];
     base_str body;
     base_str_init(&body);
     kiln_status st = emit_conv_params(e, grp, &g, &body);
-    if (st == KILN_OK && kind != CONV_TC && (xn || yn)) {
+    if (st == KILN_OK && kind != CONV_TC && (xn || yn || rn)) {
         char lb[256];
         st = base_diag_add(e->d, KILN_ERR_INTERNAL, "%s: an NHWC value planned for a convolution not on tensor cores",
                            ir_node_label(n, lb, sizeof(lb)));
@@ -909,10 +910,13 @@ static int uses_in_group(const sched_group *grp, const ir_value *v, bool *as_x, 
             if (grp->nodes[k]->in[j] == v) uses++;
     *as_x = uses == 1 && grp->nodes[0]->in[0] == v;
     *as_res = false;
+    /* a convolution's epilogue only (pass_group_epilogue reads a
+     * contraction group's nodes: a host segment's may lack outputs) */
+    if (uses != 1 || *as_x || grp->kind != SCHED_GROUP_CONV || grp->nodes[0]->op != KILN_OP_CONV) return uses;
     pass_epilogue ep;
     base_diag scratch;
     base_diag_init(&scratch);
-    if (uses == 1 && !*as_x && pass_group_epilogue(grp, &ep, &scratch) == KILN_OK && ep.residual == v) {
+    if (pass_group_epilogue(grp, &ep, &scratch) == KILN_OK && ep.residual == v) {
         const ir_tensor *c = &grp->nodes[0]->out[0]->t;
         bool same = c->rank == v->t.rank;
         for (int i = 0; same && i < c->rank; i++) same = c->dims[i] == v->t.dims[i];

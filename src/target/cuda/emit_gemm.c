@@ -510,6 +510,11 @@ static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_b
                 cfg_rtasks(g, c) <= INT32_MAX && fits_regs(c, regs) && kept < MAX_CANDS)
                 out[kept++] = *c;
         }
+    if (kept > 0) return kept;
+    /* no tile of want_block threads: any within the registers, else any */
+    n = gemm_candidates(g, gpu, out);
+    for (int i = 0; i < n; i++)
+        if (fits_regs(&out[i], regs)) out[kept++] = out[i];
     return kept > 0 ? kept : gemm_candidates(g, gpu, out);
 }
 

@@ -78,7 +78,7 @@ typedef struct kg_conv {
     int kh, kw;                 /* kernel */
     int sh, sw, ph, pw, dh, dw; /* strides, leading pads, dilations */
     int groups;
-    int xl, yl, rl;             /* layouts of x, y, res: KG_CONV_NCHW or KG_CONV_NHWC (kg_conv_tc only) */
+    int xl, yl, rl;             /* layouts of x, y, res: KG_CONV_NCHW or KG_CONV_NHWC (NHWC: kg_conv_tc only) */
     int xt, wt, yt, bt, rt;     /* storage dtypes (KG_CONV_*) of x, w, y, bias, res */
     int act;
     float alpha, beta;          /* activation parameters */
