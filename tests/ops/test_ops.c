@@ -971,6 +971,27 @@ static void b_conv_residual_nhwc(tc *c)
     tc_out(c, "y");
 }
 
+/* GlobalAveragePool of a convolution's output that only it reads, the
+ * convolution reading an earlier one's output as its x and its residual:
+ * the cuda target stores both NHWC and averages columns (emit_rows.c);
+ * two images on odd variants. */
+static void b_conv_pool_nhwc(tc *c)
+{
+    int64_t n = c->variant % 2 ? 2 : 1, ch = 8 * rint_(c, 1, 6), h = rint_(c, 1, 9), w = rint_(c, 1, 9);
+    tc_input(c, "x", KILN_F32, 4, (int64_t[]){n, ch, h, w}, G_NORMAL);
+    tc_note(c, "n=%lld c=%lld %lldx%lld", (long long)n, (long long)ch, (long long)h, (long long)w);
+    tc_const(c, "w0", KILN_F32, 4, (int64_t[]){ch, ch, 3, 3}, G_UNIT);
+    ais(c, tc_node(c, "Conv", "x,w0", "c0"), "pads", 4, (int64_t[]){1, 1, 1, 1});
+    tc_node(c, "Relu", "c0", "b0");
+    tc_const(c, "w1", KILN_F32, 4, (int64_t[]){ch, ch, 1, 1}, G_UNIT);
+    tc_const(c, "b1", KILN_F32, 1, &ch, G_NORMAL);
+    tc_node(c, "Conv", "b0,w1,b1", "c1");
+    tc_node(c, "Add", "c1,b0", "s1");
+    tc_node(c, "Relu", "s1", "r1");
+    tc_node(c, "GlobalAveragePool", "r1", "y");
+    tc_out(c, "y");
+}
+
 /* Weights fed at run time: the target wants them constant, so a fallback. */
 static void b_conv_w_input(tc *c)
 {
@@ -3157,6 +3178,7 @@ static const op_case case_table[] = {
     CASE("Conv/split_K_branches", b_conv_split_k_branches),
     CASE("Conv/pointwise_product", b_conv_product),
     CASE("Conv/residual_nhwc", b_conv_residual_nhwc),
+    CASE("Conv/pool_nhwc", b_conv_pool_nhwc),
     FB("Conv/weights_fed", b_conv_w_input, 2),
     CASE("Conv+Add+Relu", b_conv_add_relu),
     CASE("Conv+Add(residual)+act", b_conv_residual),

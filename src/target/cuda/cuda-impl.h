@@ -269,9 +269,12 @@ kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op);
  * KILN_CONV_PRODUCT=0: never. */
 int cg_conv_product(const cg_emitter *e, const sched_group *grp);
 /* Which activations are stored NHWC (and their readers' weights reordered):
- * those only tensor-core convolutions write and read (emit_conv.c);
+ * those a tensor-core convolution writes and only tensor-core convolutions
+ * read (as x or as the residual), or a GlobalAveragePool (emit_conv.c);
  * KILN_CONV_NHWC=0: none. */
 kiln_status cg_plan_conv_layouts(cg_emitter *e);
+/* Whether v is stored NHWC (cg_plan_conv_layouts). */
+static inline bool cg_is_nhwc(const cg_emitter *e, const ir_value *v) { return e->nhwc && v && e->nhwc[v->id]; }
 kiln_status cg_emit_gemm(cg_emitter *e, const sched_group *grp, cg_op *op);
 kiln_status cg_emit_pool(cg_emitter *e, const sched_group *grp, cg_op *op);
 kiln_status cg_emit_rows(cg_emitter *e, const sched_group *grp, cg_op *op);

@@ -105,7 +105,7 @@ static void pool_geometry(const ir_node *n, conv_geom *g)
 
 static bool is_depthwise(const conv_geom *g) { return g->groups > 1 && g->groups == g->c && g->groups == g->k; }
 
-static bool is_nhwc(const cg_emitter *e, const ir_value *v) { return e->nhwc && v && e->nhwc[v->id]; }
+static bool is_nhwc(const cg_emitter *e, const ir_value *v) { return cg_is_nhwc(e, v); }
 
 /* ---- what compiles ---------------------------------------------------------------------- */
 
@@ -943,8 +943,9 @@ kiln_status cg_plan_conv_layouts(cg_emitter *e)
         bool ok = grp->out[0] == y && y->graph == g && y->t.rank == 4 && tc_conv(e, grp->nodes[0], false) &&
                   e->p->place[y->id].loc == SCHED_LOC_ARENA && (st == KILN_F16 || st == KILN_BF16);
         for (int i = 0; ok && i < g->n_outputs; i++) ok = g->outputs[i] != y;
-        /* every reader a tensor-core convolution group reading y once: as
-         * its x, or as its residual */
+        /* every reader a tensor-core convolution group reading y once (as
+         * its x, or as its residual), or a GlobalAveragePool of y
+         * (emit_rows.c: the mean of each column of [N, H W, C]) */
         int uses = 0;
         for (int r = 0; ok && r < e->p->n_groups; r++) {
             const sched_group *h = e->p->groups[r];
@@ -952,6 +953,11 @@ kiln_status cg_plan_conv_layouts(cg_emitter *e)
             bool as_x, as_res;
             int u = uses_in_group(h, y, &as_x, &as_res);
             if (!u) continue;
+            if (h->kind == SCHED_GROUP_ROWS && h->n_nodes == 1 && h->nodes[0]->op == KILN_OP_GLOBAL_AVERAGE_POOL &&
+                u == 1 && as_x) {
+                uses += u;
+                continue;
+            }
             ok = h->kind == SCHED_GROUP_CONV && h->nodes[0]->op == KILN_OP_CONV &&
                  ((as_x && tc_conv(e, h->nodes[0], true) && cg_store(e, h->nodes[0]->in[1]) == st) ||
                   (as_res && tc_conv(e, h->nodes[0], false)));

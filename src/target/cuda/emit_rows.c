@@ -253,26 +253,33 @@ static kiln_status emit_plan(cg_emitter *e, const sched_group *grp, rows_plan *r
     return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;
 }
 
-/* Softmax on an inner axis: one thread per (outer, inner) column. */
+/* Softmax on an inner axis, or GlobalAveragePool of an NHWC x (mean over
+ * its pixels): one thread per (outer, inner) column. */
 static kiln_status emit_cols(cg_emitter *e, const sched_group *grp, const ir_node *n, int64_t outer, int64_t len,
                              int64_t inner, cg_op *op)
 {
+    const bool mean = n->op == KILN_OP_GLOBAL_AVERAGE_POOL;
     base_str *s = &e->code;
     char px[160], py[160];
-    const int block = e->want_block ? e->want_block : 256;
+    /* the means: few columns (ResNet-50's 2048), each a chain of loads, so
+     * small blocks spread them over more multiprocessors */
+    const int block = e->want_block ? e->want_block : mean ? 64 : 256;
     KILN_TRY(cg_need(e, "kg_rows.cuh"));
     cg_comment(s, grp);
-    base_str_printf(s, "/* %lld x %lld columns of %lld, a thread per column */\n", (long long)outer,
-                    (long long)inner, (long long)len);
+    base_str_printf(s, "/* %lld x %lld columns of %lld, a thread per column%s */\n", (long long)outer,
+                    (long long)inner, (long long)len, mean ? ", their means (x NHWC)" : "");
     base_str_printf(s, "static __device__ void op_%d(const kiln_gctx *c, int t)\n{\n    kg_cols p;\n", grp->id);
     base_str_printf(s, "    p.x = %s;\n", cg_ptr(e, n->in[0], px, sizeof(px)));
     base_str_printf(s, "    p.y = %s;\n", cg_ptr(e, n->out[0], py, sizeof(py)));
     base_str_printf(s, "    p.sx = %s;\n    p.sy = %s;\n", st_code(cg_store(e, n->in[0])),
                     st_code(cg_store(e, n->out[0])));
-    base_str_printf(s, "    p.outer = %lldLL;\n    p.n = %lldLL;\n    p.inner = %lldLL;\n    p.log = %d;\n",
-                    (long long)outer, (long long)len, (long long)inner, n->op == KILN_OP_LOG_SOFTMAX);
+    base_str_printf(s,
+                    "    p.outer = %lldLL;\n    p.n = %lldLL;\n    p.inner = %lldLL;\n    p.log = %d;\n"
+                    "    p.mean = %d;\n",
+                    (long long)outer, (long long)len, (long long)inner, n->op == KILN_OP_LOG_SOFTMAX, mean);
     base_str_cat(s, "    kg_cols_rtask(&p, t);\n}\n\n");
     *op = (cg_op){.n_rtasks = cdiv(outer * inner, block), .block = block, .smem_bytes = 0};
+    if (mean) snprintf(op->config, sizeof op->config, "columns: x NHWC");
     return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;
 }
 
@@ -309,6 +316,11 @@ kiln_status cg_emit_rows(cg_emitter *e, const sched_group *grp, cg_op *op)
         return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "%s: not a row op the cuda target compiles",
                              ir_node_label(n, lb, sizeof(lb)));
     if (rows * cols * inner == 0) return emit_empty(e, grp, op);
+    if (n->op == KILN_OP_GLOBAL_AVERAGE_POOL && cg_is_nhwc(e, n->in[0])) {
+        /* [N, H W, C] (cg_plan_conv_layouts): the mean of each column */
+        const ir_tensor *x = &n->in[0]->t;
+        return emit_cols(e, grp, n, x->dims[0], cols, x->dims[1], op);
+    }
     if (inner > 1) return emit_cols(e, grp, n, rows, cols, inner, op);
     rp.x = n->in[0];
     rp.y = n->out[0];

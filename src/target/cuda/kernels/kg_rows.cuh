@@ -526,17 +526,18 @@ static __device__ __forceinline__ void kg_rows_rtask_mono(const kg_rows *p, int 
     else if (row0 < p->rows) kg_row(p, row0, hx, hg);
 }
 
-/* ---- softmax along an inner axis (column mode) ------------------------------------ */
+/* ---- softmax and mean along an inner axis (column mode) ---------------------------- */
 
-/* x viewed as [outer, n, inner], softmax over n: thread i of rTask t owns
- * column t*blockDim.x + i of the outer*inner columns; neighbouring threads
- * read neighbouring elements. */
+/* x viewed as [outer, n, inner], softmax over n (y as x), or with mean its
+ * mean over n (y [outer, inner]: GlobalAveragePool of an NHWC x): thread
+ * i of rTask t owns column t*blockDim.x + i of the outer*inner columns;
+ * neighbouring threads read neighbouring elements. */
 typedef struct kg_cols {
     const void *x;
     void *y;
     int sx, sy;
     kg_i64 outer, n, inner;
-    int log;
+    int log, mean;
 } kg_cols;
 
 static __device__ __forceinline__ void kg_cols_rtask(const kg_cols *p, int t)
@@ -546,6 +547,16 @@ static __device__ __forceinline__ void kg_cols_rtask(const kg_cols *p, int t)
     kg_i64 o = col / p->inner, i = col - o * p->inner;
     kg_i64 base = o * p->n * p->inner + i;
     float m = -__int_as_float(0x7f800000), s = 0.0f, v;
+    if (p->mean) {
+        /* in the reference interpreter's order: a float sum, then the division */
+        for (kg_i64 k = 0; k < p->n; k++) {
+            kg_ld_n(p->x, base + k * p->inner, p->sx, 1, &v);
+            s += v;
+        }
+        s /= (float)p->n;
+        kg_st_n(p->y, col, p->sy, 1, &s);
+        return;
+    }
     for (kg_i64 k = 0; k < p->n; k++) {
         kg_ld_n(p->x, base + k * p->inner, p->sx, 1, &v);
         m = fmaxf(m, v);
