@@ -875,6 +875,19 @@ static void b_conv_split_k_branches(tc *c)
     }
 }
 
+/* A square convolution of x into k channels (weight w [k, ch, r, r], unit
+ * values; `pads` 1 when r is 3), with a normal bias named b when b is
+ * given: returns the node, whose output is y. */
+static Onnx__NodeProto *conv_sq(tc *c, const char *x, const char *w, const char *b, int64_t k, int64_t ch, int r,
+                                const char *y)
+{
+    tc_const(c, w, KILN_F32, 4, (int64_t[]){k, ch, r, r}, G_UNIT);
+    if (b) tc_const(c, b, KILN_F32, 1, &k, G_NORMAL);
+    Onnx__NodeProto *n = tc_node(c, "Conv", b ? tc_str(c, "%s,%s,%s", x, w, b) : tc_str(c, "%s,%s", x, w), y);
+    if (r == 3) ais(c, n, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    return n;
+}
+
 /* 1x1 convolutions that the cuda target computes with its GEMM templates
  * (cg_conv_product), in each of its forms:
  *   variants 0 and 3: x -> a 3x3 convolution + Relu (stored NHWC: only a
@@ -913,12 +926,9 @@ static void b_conv_product(tc *c)
         tc_const(c, "w1", KILN_F32, 4, (int64_t[]){c2, ch, 1, 1}, G_UNIT);
         tc_node(c, "Conv", "xr,w1", "c2");
     } else {
-        tc_const(c, "w1", KILN_F32, 4, (int64_t[]){c1, ch, 3, 3}, G_UNIT);
-        ais(c, tc_node(c, "Conv", "x,w1", "c1"), "pads", 4, (int64_t[]){1, 1, 1, 1});
+        conv_sq(c, "x", "w1", NULL, c1, ch, 3, "c1");
         tc_node(c, "Relu", "c1", "r1");
-        tc_const(c, "w2", KILN_F32, 4, (int64_t[]){c2, c1, 1, 1}, G_UNIT);
-        tc_const(c, "b2", KILN_F32, 1, &c2, G_NORMAL);
-        tc_node(c, "Conv", "r1,w2,b2", "c2");
+        conv_sq(c, "r1", "w2", "b2", c2, c1, 1, "c2");
     }
     tc_node(c, "Relu", "c2", "r2");
     tc_const(c, "w3", KILN_F32, 4, (int64_t[]){ch, c2, 1, 1}, G_UNIT);
@@ -946,24 +956,17 @@ static void b_conv_residual_nhwc(tc *c)
     tc_input(c, "x", KILN_F32, 4, (int64_t[]){n, ch, h, w}, G_NORMAL);
     tc_note(c, "n=%lld c=%lld %lldx%lld c1=%lld", (long long)n, (long long)ch, (long long)h, (long long)w,
             (long long)c1);
-    tc_const(c, "w0", KILN_F32, 4, (int64_t[]){ch, ch, 3, 3}, G_UNIT);
-    ais(c, tc_node(c, "Conv", "x,w0", "c0"), "pads", 4, (int64_t[]){1, 1, 1, 1});
+    conv_sq(c, "x", "w0", NULL, ch, ch, 3, "c0");
     tc_node(c, "Relu", "c0", "b0");
-    tc_const(c, "w1", KILN_F32, 4, (int64_t[]){c1, ch, 1, 1}, G_UNIT);
-    tc_node(c, "Conv", "b0,w1", "c1");
+    conv_sq(c, "b0", "w1", NULL, c1, ch, 1, "c1");
     tc_node(c, "Relu", "c1", "r1");
-    tc_const(c, "w2", KILN_F32, 4, (int64_t[]){ch, c1, 1, 1}, G_UNIT);
-    tc_const(c, "b2", KILN_F32, 1, &ch, G_NORMAL);
-    tc_node(c, "Conv", "r1,w2,b2", "c2");
+    conv_sq(c, "r1", "w2", "b2", ch, c1, 1, "c2");
     tc_node(c, "Add", "c2,b0", "s2");
     tc_node(c, "Relu", "s2", "b1");
-    tc_const(c, "w3", KILN_F32, 4, (int64_t[]){ch, ch, 3, 3}, G_UNIT);
-    Onnx__NodeProto *c3 = tc_node(c, "Conv", "b1,w3", "c3");
-    ais(c, c3, "pads", 4, (int64_t[]){1, 1, 1, 1});
+    Onnx__NodeProto *c3 = conv_sq(c, "b1", "w3", NULL, ch, ch, 3, "c3");
     if (c->variant >= 2) {
         ais(c, c3, "strides", 2, (int64_t[]){2, 2});
-        tc_const(c, "wd", KILN_F32, 4, (int64_t[]){ch, ch, 1, 1}, G_UNIT);
-        ais(c, tc_node(c, "Conv", "b1,wd", "d"), "strides", 2, (int64_t[]){2, 2});
+        ais(c, conv_sq(c, "b1", "wd", NULL, ch, ch, 1, "d"), "strides", 2, (int64_t[]){2, 2});
         tc_node(c, "Add", "c3,d", "y");
     } else {
         tc_node(c, "Add", "c3,b1", "y");
@@ -980,12 +983,9 @@ static void b_conv_pool_nhwc(tc *c)
     int64_t n = c->variant % 2 ? 2 : 1, ch = 8 * rint_(c, 1, 6), h = rint_(c, 1, 9), w = rint_(c, 1, 9);
     tc_input(c, "x", KILN_F32, 4, (int64_t[]){n, ch, h, w}, G_NORMAL);
     tc_note(c, "n=%lld c=%lld %lldx%lld", (long long)n, (long long)ch, (long long)h, (long long)w);
-    tc_const(c, "w0", KILN_F32, 4, (int64_t[]){ch, ch, 3, 3}, G_UNIT);
-    ais(c, tc_node(c, "Conv", "x,w0", "c0"), "pads", 4, (int64_t[]){1, 1, 1, 1});
+    conv_sq(c, "x", "w0", NULL, ch, ch, 3, "c0");
     tc_node(c, "Relu", "c0", "b0");
-    tc_const(c, "w1", KILN_F32, 4, (int64_t[]){ch, ch, 1, 1}, G_UNIT);
-    tc_const(c, "b1", KILN_F32, 1, &ch, G_NORMAL);
-    tc_node(c, "Conv", "b0,w1,b1", "c1");
+    conv_sq(c, "b0", "w1", "b1", ch, ch, 1, "c1");
     tc_node(c, "Add", "c1,b0", "s1");
     tc_node(c, "Relu", "s1", "r1");
     tc_node(c, "GlobalAveragePool", "r1", "y");
