@@ -772,8 +772,10 @@ print("%d products, %d kg_conv_tc" % (t.count("[kg_gemm_"), t.count("[kg_conv_tc
     # ResNet's block outputs, read by the next block's first convolution
     # and, as the residual, by its last, are stored NHWC too (the residual
     # read in y's layout), and so is the last block's, which only
-    # GlobalAveragePool reads (the means of [N, H W, C]'s columns): every
-    # 1x1 layer is a product (x w^T), the 3x3 ones stay kg_conv_tc
+    # GlobalAveragePool reads (the means of [N, H W, C]'s 512 columns of
+    # 196 pixels): every 1x1 layer is a product (x w^T), the 3x3 ones stay
+    # kg_conv_tc; in mono, where products are not offered, each block's
+    # last convolution reads the block's input as an NHWC residual
     python3 - "$tmp/blocks.onnx" <<'PY'
 import sys
 import numpy as np
@@ -789,10 +791,10 @@ def conv(x, cin, cout, r, y, res=None):
         nodes.append(helper.make_node("Add", [y + "c", res], [y + "a"]))
     nodes.append(helper.make_node("Relu", [y + "a" if res else y + "c"], [y]))
     return y
-b = conv("x", 16, 64, 3, "b0")
+b = conv("x", 16, 512, 3, "b0")
 for i in (1, 2):
-    t = conv(conv(b, 64, 16, 1, "p%d" % i), 16, 16, 3, "q%d" % i)
-    b = conv(t, 16, 64, 1, "b%d" % i, res=b)
+    t = conv(conv(b, 512, 16, 1, "p%d" % i), 16, 16, 3, "q%d" % i)
+    b = conv(t, 16, 512, 1, "b%d" % i, res=b)
 nodes.append(helper.make_node("GlobalAveragePool", [b], ["y"]))
 g = helper.make_graph(nodes, "blocks", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 14, 14])],
                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
@@ -803,6 +805,11 @@ PY
 import sys; t = open(sys.argv[1]).read()
 print("%d products, %d kg_conv_tc, pool of NHWC columns %d" % (t.count("[kg_gemm_"), t.count("[kg_conv_tc"),
       t.count("[columns: x NHWC]  GlobalAveragePool")))' "$tmp/blocks.txt"
+    "$kiln" inspect "$tmp/blocks.onnx" --schedule mono --precision fp16 >"$tmp/blocks-mono.txt" 2>&1
+    expect cuda_conv_residual_nhwc_mono 0 "0 products, 2 with an NHWC residual, pool of NHWC columns 1" -- python3 -c '
+import sys; t = open(sys.argv[1]).read()
+print("%d products, %d with an NHWC residual, pool of NHWC columns %d" % (t.count("[kg_gemm_"),
+      t.count(", NHWC residual]"), t.count("[columns: x NHWC]  GlobalAveragePool")))' "$tmp/blocks-mono.txt"
     # a product in a persistent kernel of 3 blocks of 256 threads a
     # multiprocessor (80 registers a thread) takes no warpgroup-MMA tile
     # whose accumulators need more: kg_gemm_wg 64x128 failed in ptxas

@@ -938,11 +938,28 @@ static void b_conv_product(tc *c)
     tc_out(c, "y");
 }
 
+/* x [n, ch, h, w] and a bottleneck block on it, as in ResNet: b0 =
+ * Relu(Conv r0 x r0 (x)) feeds a convolution r1 x r1 into c1 channels +
+ * Relu and, as the residual, the 1x1 one after it: out = Relu(Conv1x1(..)
+ * + bias + b0). */
+static void bottleneck(tc *c, int64_t n, int64_t ch, int64_t h, int64_t w, int64_t c1, int r0, int r1,
+                       const char *out)
+{
+    tc_input(c, "x", KILN_F32, 4, (int64_t[]){n, ch, h, w}, G_NORMAL);
+    tc_note(c, "n=%lld c=%lld %lldx%lld c1=%lld", (long long)n, (long long)ch, (long long)h, (long long)w,
+            (long long)c1);
+    conv_sq(c, "x", "w0", NULL, ch, ch, r0, "c0");
+    tc_node(c, "Relu", "c0", "b0");
+    conv_sq(c, "b0", "w1", NULL, c1, ch, r1, "c1");
+    tc_node(c, "Relu", "c1", "r1");
+    conv_sq(c, "r1", "w2", "b2", ch, c1, 1, "c2");
+    tc_node(c, "Add", "c2,b0", "s2");
+    tc_node(c, "Relu", "s2", out);
+}
+
 /* Block outputs read by convolutions both as x and as the residual, as in
- * ResNet (the cuda target stores them NHWC, cg_plan_conv_layouts):
- * b0 = Relu(Conv3x3(x)) feeds a 1x1 convolution + Relu and, as the
- * residual, the 1x1 convolution after it: b1 = Relu(Conv1x1(..) + bias +
- * b0). Then
+ * ResNet (the cuda target stores them NHWC, cg_plan_conv_layouts): a
+ * bottleneck of a 3x3 and two 1x1 convolutions into b1. Then
  *   variants 0 and 1 (two images): y = Conv3x3(b1) + b1, one group reading
  *     b1 twice, so b1 stays NCHW and its writer is a convolution with an
  *     NHWC residual and an NCHW output;
@@ -953,16 +970,7 @@ static void b_conv_residual_nhwc(tc *c)
 {
     int64_t n = c->variant % 2 ? 2 : 1, ch = 8 * rint_(c, 1, 4), h = rint_(c, 2, 12), w = rint_(c, 2, 12);
     int64_t c1 = 8 * rint_(c, 1, 6);
-    tc_input(c, "x", KILN_F32, 4, (int64_t[]){n, ch, h, w}, G_NORMAL);
-    tc_note(c, "n=%lld c=%lld %lldx%lld c1=%lld", (long long)n, (long long)ch, (long long)h, (long long)w,
-            (long long)c1);
-    conv_sq(c, "x", "w0", NULL, ch, ch, 3, "c0");
-    tc_node(c, "Relu", "c0", "b0");
-    conv_sq(c, "b0", "w1", NULL, c1, ch, 1, "c1");
-    tc_node(c, "Relu", "c1", "r1");
-    conv_sq(c, "r1", "w2", "b2", ch, c1, 1, "c2");
-    tc_node(c, "Add", "c2,b0", "s2");
-    tc_node(c, "Relu", "s2", "b1");
+    bottleneck(c, n, ch, h, w, c1, 3, 1, "b1");
     Onnx__NodeProto *c3 = conv_sq(c, "b1", "w3", NULL, ch, ch, 3, "c3");
     if (c->variant >= 2) {
         ais(c, c3, "strides", 2, (int64_t[]){2, 2});
@@ -974,21 +982,18 @@ static void b_conv_residual_nhwc(tc *c)
     tc_out(c, "y");
 }
 
-/* GlobalAveragePool of a convolution's output that only it reads, the
- * convolution reading an earlier one's output as its x and its residual:
- * the cuda target stores both NHWC and averages columns (emit_rows.c);
- * two images on odd variants. */
+/* GlobalAveragePool of a bottleneck's output r2 (1x1, 3x3 and 1x1
+ * convolutions), as at the end of ResNet: only the pool reads r2. The
+ * cuda target stores b0 and r2 NHWC (the last convolution a product with
+ * an NHWC residual) and averages r2's columns, which it does for at least
+ * 512 of them of at most 256 pixels (emit_conv.c gap_columns_ok). Two
+ * images on odd variants; 1 x 1 pixels on variant 3. */
 static void b_conv_pool_nhwc(tc *c)
 {
-    int64_t n = c->variant % 2 ? 2 : 1, ch = 8 * rint_(c, 1, 6), h = rint_(c, 1, 9), w = rint_(c, 1, 9);
-    tc_input(c, "x", KILN_F32, 4, (int64_t[]){n, ch, h, w}, G_NORMAL);
-    tc_note(c, "n=%lld c=%lld %lldx%lld", (long long)n, (long long)ch, (long long)h, (long long)w);
-    conv_sq(c, "x", "w0", NULL, ch, ch, 3, "c0");
-    tc_node(c, "Relu", "c0", "b0");
-    conv_sq(c, "b0", "w1", "b1", ch, ch, 1, "c1");
-    tc_node(c, "Add", "c1,b0", "s1");
-    tc_node(c, "Relu", "s1", "r1");
-    tc_node(c, "GlobalAveragePool", "r1", "y");
+    int64_t n = c->variant % 2 ? 2 : 1, ch = 8 * rint_(c, 64, 80), c1 = 8 * rint_(c, 1, 6);
+    int64_t h = c->variant == 3 ? 1 : rint_(c, 1, 6), w = c->variant == 3 ? 1 : rint_(c, 1, 6);
+    bottleneck(c, n, ch, h, w, c1, 1, 3, "r2");
+    tc_node(c, "GlobalAveragePool", "r2", "y");
     tc_out(c, "y");
 }
 

@@ -105,7 +105,6 @@ static void pool_geometry(const ir_node *n, conv_geom *g)
 
 static bool is_depthwise(const conv_geom *g) { return g->groups > 1 && g->groups == g->c && g->groups == g->k; }
 
-static bool is_nhwc(const cg_emitter *e, const ir_value *v) { return cg_is_nhwc(e, v); }
 
 /* ---- what compiles ---------------------------------------------------------------------- */
 
@@ -562,7 +561,7 @@ static tc_operands tc_operands_of(const cg_emitter *e, const ir_node *n, const c
     int64_t hw = g->h * g->w;
     bool pointwise = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
                      g->oh == g->h && g->ow == g->w && cg_store(e, n->in[0]) == cg_store(e, n->in[1]) && hw % 2 == 0;
-    bool a_async = pointwise || is_nhwc(e, n->in[0]);
+    bool a_async = pointwise || cg_is_nhwc(e, n->in[0]);
     bool row_vec = !a_async && g->kw % 8 == 0 && g->dw == 1 && g->sw % 8 == 0 && g->pw % 8 == 0 && g->w % 8 == 0;
     return (tc_operands){.a_async = a_async, .b_async = d.k % 8 == 0, .row_vec = row_vec};
 }
@@ -603,9 +602,9 @@ static kiln_status emit_conv_params(cg_emitter *e, const sched_group *grp, const
                     (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w, (long long)g->k,
                     (long long)g->oh, (long long)g->ow, (long long)g->kh, (long long)g->kw, (long long)g->sh,
                     (long long)g->sw, (long long)g->ph, (long long)g->pw, (long long)g->dh, (long long)g->dw,
-                    (long long)g->groups, is_nhwc(e, n->in[0]) ? "KG_CONV_NHWC" : "KG_CONV_NCHW",
-                    is_nhwc(e, y) ? "KG_CONV_NHWC" : "KG_CONV_NCHW",
-                    is_nhwc(e, ep.residual) ? "KG_CONV_NHWC" : "KG_CONV_NCHW", xt, wt, yt, bt, rt, cg_act_name(ep.act),
+                    (long long)g->groups, cg_is_nhwc(e, n->in[0]) ? "KG_CONV_NHWC" : "KG_CONV_NCHW",
+                    cg_is_nhwc(e, y) ? "KG_CONV_NHWC" : "KG_CONV_NCHW",
+                    cg_is_nhwc(e, ep.residual) ? "KG_CONV_NHWC" : "KG_CONV_NCHW", xt, wt, yt, bt, rt, cg_act_name(ep.act),
                     cg_float_lit(ep.alpha, fa, sizeof(fa)), cg_float_lit(ep.beta, fb, sizeof(fb)),
                     cg_ptr(e, n->in[0], px, sizeof(px)), cg_ptr(e, n->in[1], pw, sizeof(pw)),
                     ep.bias ? cg_ptr(e, ep.bias, pb, sizeof(pb)) : "0",
@@ -630,7 +629,7 @@ static bool residual_nhwc(const cg_emitter *e, const sched_group *grp)
     pass_epilogue ep;
     base_diag scratch;
     base_diag_init(&scratch);
-    bool r = pass_group_epilogue(grp, &ep, &scratch) == KILN_OK && is_nhwc(e, ep.residual);
+    bool r = pass_group_epilogue(grp, &ep, &scratch) == KILN_OK && cg_is_nhwc(e, ep.residual);
     base_diag_free(&scratch);
     return r;
 }
@@ -648,7 +647,7 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
     conv_geometry(n, &g);
     conv_kind kind = kind_of(e, n, &g);
     gemm_dims d = conv_gemm(&g);
-    const bool xn = is_nhwc(e, n->in[0]), yn = is_nhwc(e, grp->nodes[grp->n_nodes - 1]->out[0]);
+    const bool xn = cg_is_nhwc(e, n->in[0]), yn = cg_is_nhwc(e, grp->nodes[grp->n_nodes - 1]->out[0]);
     const bool rn = residual_nhwc(e, grp);
     char what[256];
     base_str body;
@@ -763,11 +762,11 @@ static void tune_key(const cg_emitter *e, const sched_group *grp, const conv_geo
              "conv %s %s x=%s%s y=%s%s n=%lld c=%lld h=%lld w=%lld k=%lld kernel=%lldx%lld stride=%lldx%lld "
              "pad=%lldx%lld dil=%lldx%lld group=%lld%s%s%s%s",
              tc ? "tc" : "simt", short_dtype(cg_store(e, nd->in[1])), short_dtype(cg_store(e, nd->in[0])),
-             is_nhwc(e, nd->in[0]) ? ",nhwc" : "", short_dtype(cg_store(e, y)), is_nhwc(e, y) ? ",nhwc" : "",
+             cg_is_nhwc(e, nd->in[0]) ? ",nhwc" : "", short_dtype(cg_store(e, y)), cg_is_nhwc(e, y) ? ",nhwc" : "",
              (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w,
              (long long)g->k, (long long)g->kh, (long long)g->kw, (long long)g->sh, (long long)g->sw, (long long)g->ph,
              (long long)g->pw, (long long)g->dh, (long long)g->dw, (long long)g->groups, ep.bias ? " +bias" : "",
-             ep.residual ? is_nhwc(e, ep.residual) ? " +res,nhwc" : " +res" : "", (unsigned)ep.act < PASS_ACT_COUNT ? acts[ep.act] : "", block);
+             ep.residual ? cg_is_nhwc(e, ep.residual) ? " +res,nhwc" : " +res" : "", (unsigned)ep.act < PASS_ACT_COUNT ? acts[ep.act] : "", block);
 }
 
 int cg_conv_product(const cg_emitter *e, const sched_group *grp)
@@ -786,7 +785,7 @@ int cg_conv_product(const cg_emitter *e, const sched_group *grp)
                      g.pe_w == 0 && g.groups == 1 && g.oh == g.h && g.ow == g.w;
     if (!pointwise || kind_of(e, n, &g) != CONV_TC || cg_store(e, x) != cg_store(e, w) || g.c % 8) return 0;
     /* x NCHW: one image whose pixels, its contiguous dim, come in 16-byte rows */
-    if (!is_nhwc(e, x) && (g.n != 1 || (g.h * g.w) % 8)) return 0;
+    if (!cg_is_nhwc(e, x) && (g.n != 1 || (g.h * g.w) % 8)) return 0;
     pass_epilogue ep;
     base_diag scratch;
     base_diag_init(&scratch);
@@ -800,9 +799,9 @@ int cg_conv_product(const cg_emitter *e, const sched_group *grp)
     /* y NHWC: [n h w, k] rows, as the product writes them; y NCHW of one
      * image: [k, h w], the product of the weights and x transposed. The
      * epilogue reads a residual as it writes y: in y's layout. */
-    if (ep.residual && is_nhwc(e, ep.residual) != is_nhwc(e, y)) return 0;
-    if (is_nhwc(e, y)) return is_nhwc(e, x) ? 1 : 3;
-    return g.n != 1 ? 0 : is_nhwc(e, x) ? 2 : 4;
+    if (ep.residual && cg_is_nhwc(e, ep.residual) != cg_is_nhwc(e, y)) return 0;
+    if (cg_is_nhwc(e, y)) return cg_is_nhwc(e, x) ? 1 : 3;
+    return g.n != 1 ? 0 : cg_is_nhwc(e, x) ? 2 : 4;
 }
 
 kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op)
@@ -927,6 +926,17 @@ static int uses_in_group(const sched_group *grp, const ir_value *v, bool *as_x, 
     return uses;
 }
 
+/* Whether GlobalAveragePool may read x [N, C, H, W] stored NHWC: a
+ * thread a column (channel) sums its H W pixels one after another
+ * (kg_cols), so only short columns, and enough of them to spread over the
+ * multiprocessors (ResNet-50: 2048 columns of 49); else the row kernel's
+ * teams of an NCHW x are faster. */
+static bool gap_columns_ok(const ir_value *x)
+{
+    const int64_t *d = x->t.dims;
+    return x->t.rank == 4 && d[2] * d[3] <= 256 && d[0] * d[1] >= 512;
+}
+
 kiln_status cg_plan_conv_layouts(cg_emitter *e)
 {
     const ir_graph *g = e->g;
@@ -954,7 +964,7 @@ kiln_status cg_plan_conv_layouts(cg_emitter *e)
             int u = uses_in_group(h, y, &as_x, &as_res);
             if (!u) continue;
             if (h->kind == SCHED_GROUP_ROWS && h->n_nodes == 1 && h->nodes[0]->op == KILN_OP_GLOBAL_AVERAGE_POOL &&
-                u == 1 && as_x) {
+                u == 1 && as_x && gap_columns_ok(y)) {
                 uses += u;
                 continue;
             }

@@ -7,7 +7,8 @@
  * target's emit_rows.c views it (Softmax before opset 13 flattens at its
  * axis; from 13 on it works along one axis, and an axis other than the last
  * runs in column mode: one thread per column, neighbours reading
- * neighbours). A row of at most 1024 elements belongs to one warp, a longer
+ * neighbours; so does GlobalAveragePool of an NHWC x, cg_plan_conv_layouts,
+ * its columns the channels). A row of at most 1024 elements belongs to one warp, a longer
  * one to a whole block; each thread keeps its part of the row in registers
  * when it is short enough and reads it with 16-byte loads when the row
  * length allows (kg_rows.cuh).
@@ -317,8 +318,11 @@ kiln_status cg_emit_rows(cg_emitter *e, const sched_group *grp, cg_op *op)
                              ir_node_label(n, lb, sizeof(lb)));
     if (rows * cols * inner == 0) return emit_empty(e, grp, op);
     if (n->op == KILN_OP_GLOBAL_AVERAGE_POOL && cg_is_nhwc(e, n->in[0])) {
-        /* [N, H W, C] (cg_plan_conv_layouts): the mean of each column */
+        /* [N, H W, C] (cg_plan_conv_layouts: rank 4): the mean of each column */
         const ir_tensor *x = &n->in[0]->t;
+        if (x->rank != 4)
+            return base_diag_add(e->d, KILN_ERR_INTERNAL, "%s: an NHWC input of rank %d",
+                                 ir_node_label(n, lb, sizeof(lb)), x->rank);
         return emit_cols(e, grp, n, x->dims[0], cols, x->dims[1], op);
     }
     if (inner > 1) return emit_cols(e, grp, n, rows, cols, inner, op);

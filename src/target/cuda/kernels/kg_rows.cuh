@@ -2,7 +2,8 @@
  * kg_rows.cuh: row kernels of the cuda target (emit_rows.c): softmax and
  * log-softmax, layer normalisation, RMSNorm and the row mean of
  * GlobalAveragePool, over a [rows, cols] view of a contiguous tensor; and
- * softmax along an inner axis (column mode). Also the storage codes and
+ * softmax, or GlobalAveragePool's mean of an NHWC x, along an inner axis
+ * (column mode). Also the storage codes and
  * vector loads that kg_attention.cuh uses.
  *
  * Mapping. A team of threads owns one row: a warp when the row has at most
@@ -548,7 +549,7 @@ static __device__ __forceinline__ void kg_cols_rtask(const kg_cols *p, int t)
     kg_i64 base = o * p->n * p->inner + i;
     float m = -__int_as_float(0x7f800000), s = 0.0f, v;
     if (p->mean) {
-        /* in the reference interpreter's order: a float sum, then the division */
+        /* a sum in fp32 (the reference interpreter's is in double), then the division */
         for (kg_i64 k = 0; k < p->n; k++) {
             kg_ld_n(p->x, base + k * p->inner, p->sx, 1, &v);
             s += v;
