@@ -105,6 +105,16 @@ static void pool_geometry(const ir_node *n, conv_geom *g)
 
 static bool is_depthwise(const conv_geom *g) { return g->groups > 1 && g->groups == g->c && g->groups == g->k; }
 
+/* The group's epilogue, or false where it has none the emitters read
+ * (its diagnostics dropped: the caller then leaves the group as it is). */
+static bool epilogue_of(const sched_group *grp, pass_epilogue *ep)
+{
+    base_diag scratch;
+    base_diag_init(&scratch);
+    bool ok = pass_group_epilogue(grp, ep, &scratch) == KILN_OK;
+    base_diag_free(&scratch);
+    return ok;
+}
 
 /* ---- what compiles ---------------------------------------------------------------------- */
 
@@ -604,7 +614,8 @@ static kiln_status emit_conv_params(cg_emitter *e, const sched_group *grp, const
                     (long long)g->sw, (long long)g->ph, (long long)g->pw, (long long)g->dh, (long long)g->dw,
                     (long long)g->groups, cg_is_nhwc(e, n->in[0]) ? "KG_CONV_NHWC" : "KG_CONV_NCHW",
                     cg_is_nhwc(e, y) ? "KG_CONV_NHWC" : "KG_CONV_NCHW",
-                    cg_is_nhwc(e, ep.residual) ? "KG_CONV_NHWC" : "KG_CONV_NCHW", xt, wt, yt, bt, rt, cg_act_name(ep.act),
+                    cg_is_nhwc(e, ep.residual) ? "KG_CONV_NHWC" : "KG_CONV_NCHW", xt, wt, yt, bt, rt,
+                    cg_act_name(ep.act),
                     cg_float_lit(ep.alpha, fa, sizeof(fa)), cg_float_lit(ep.beta, fb, sizeof(fb)),
                     cg_ptr(e, n->in[0], px, sizeof(px)), cg_ptr(e, n->in[1], pw, sizeof(pw)),
                     ep.bias ? cg_ptr(e, ep.bias, pb, sizeof(pb)) : "0",
@@ -625,13 +636,8 @@ static int items_per_thread(const cg_emitter *e, int64_t total, int block)
 /* Whether the group's epilogue reads a residual stored NHWC. */
 static bool residual_nhwc(const cg_emitter *e, const sched_group *grp)
 {
-    if (grp->n_nodes < 2) return false;
     pass_epilogue ep;
-    base_diag scratch;
-    base_diag_init(&scratch);
-    bool r = pass_group_epilogue(grp, &ep, &scratch) == KILN_OK && cg_is_nhwc(e, ep.residual);
-    base_diag_free(&scratch);
-    return r;
+    return grp->n_nodes > 1 && epilogue_of(grp, &ep) && cg_is_nhwc(e, ep.residual);
 }
 
 static void emit_head(cg_emitter *e, const sched_group *grp, const char *what)
@@ -749,10 +755,7 @@ static void tune_key(const cg_emitter *e, const sched_group *grp, const conv_geo
     const ir_node *nd = grp->nodes[0];
     const ir_value *y = grp->nodes[grp->n_nodes - 1]->out[0];
     pass_epilogue ep;
-    base_diag scratch;
-    base_diag_init(&scratch);
-    if (pass_group_epilogue(grp, &ep, &scratch) != KILN_OK) memset(&ep, 0, sizeof(ep));
-    base_diag_free(&scratch);
+    if (!epilogue_of(grp, &ep)) memset(&ep, 0, sizeof(ep));
     static const char *const acts[PASS_ACT_COUNT] = {"", " relu", " clip", " leaky_relu", " sigmoid", " tanh",
                                                      " gelu", " gelu_tanh", " silu", " hard_swish",
                                                      " hard_sigmoid", " softplus"};
@@ -766,7 +769,8 @@ static void tune_key(const cg_emitter *e, const sched_group *grp, const conv_geo
              (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w,
              (long long)g->k, (long long)g->kh, (long long)g->kw, (long long)g->sh, (long long)g->sw, (long long)g->ph,
              (long long)g->pw, (long long)g->dh, (long long)g->dw, (long long)g->groups, ep.bias ? " +bias" : "",
-             ep.residual ? cg_is_nhwc(e, ep.residual) ? " +res,nhwc" : " +res" : "", (unsigned)ep.act < PASS_ACT_COUNT ? acts[ep.act] : "", block);
+             !ep.residual ? "" : cg_is_nhwc(e, ep.residual) ? " +res,nhwc" : " +res",
+             (unsigned)ep.act < PASS_ACT_COUNT ? acts[ep.act] : "", block);
 }
 
 int cg_conv_product(const cg_emitter *e, const sched_group *grp)
@@ -787,10 +791,7 @@ int cg_conv_product(const cg_emitter *e, const sched_group *grp)
     /* x NCHW: one image whose pixels, its contiguous dim, come in 16-byte rows */
     if (!cg_is_nhwc(e, x) && (g.n != 1 || (g.h * g.w) % 8)) return 0;
     pass_epilogue ep;
-    base_diag scratch;
-    base_diag_init(&scratch);
-    bool ok = pass_group_epilogue(grp, &ep, &scratch) == KILN_OK && ep.scale == 1.0f;
-    base_diag_free(&scratch);
+    bool ok = epilogue_of(grp, &ep) && ep.scale == 1.0f;
     /* what gemm_analyse then requires: a float bias, one per output channel; M within 2^31 */
     kiln_dtype bt = ep.bias ? cg_store(e, ep.bias) : KILN_F32;
     ok = ok && (bt == KILN_F32 || bt == KILN_F16 || bt == KILN_BF16) && g.n * g.h * g.w <= INT32_MAX &&
@@ -913,16 +914,13 @@ static int uses_in_group(const sched_group *grp, const ir_value *v, bool *as_x, 
      * contraction group's nodes: a host segment's may lack outputs) */
     if (uses != 1 || *as_x || grp->kind != SCHED_GROUP_CONV || grp->nodes[0]->op != KILN_OP_CONV) return uses;
     pass_epilogue ep;
-    base_diag scratch;
-    base_diag_init(&scratch);
-    if (pass_group_epilogue(grp, &ep, &scratch) == KILN_OK && ep.residual == v) {
+    if (epilogue_of(grp, &ep) && ep.residual == v) {
         const ir_tensor *c = &grp->nodes[0]->out[0]->t;
         bool same = c->rank == v->t.rank;
         for (int i = 0; same && i < c->rank; i++) same = c->dims[i] == v->t.dims[i];
         for (int k = 1; same && k < grp->n_nodes; k++) same = grp->nodes[k]->out[0]->t.rank == c->rank;
         *as_res = same;
     }
-    base_diag_free(&scratch);
     return uses;
 }
 

@@ -515,7 +515,7 @@ static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_b
     n = gemm_candidates(g, gpu, out);
     for (int i = 0; i < n; i++)
         if (fits_regs(&out[i], regs)) out[kept++] = out[i];
-    return kept > 0 ? kept : gemm_candidates(g, gpu, out);
+    return kept > 0 ? kept : n; /* none fits: out still holds all n */
 }
 
 /* KILN_GEMM_CLUSTERS=1: the cost model counts a cluster's shared A (and so

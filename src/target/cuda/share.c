@@ -5,8 +5,9 @@
  * BERT's twelve layers emit twelve rOperators for each of their groups
  * that differ only in where their tensors are: the constant offsets into
  * the arena and the weights, the io slots, the tensor maps, the fault
- * site, the place of split-K partials in the workspace. In one persistent kernel each was its own noinline function, so
- * the kernel held every layer's code: 1.6 MB of SASS for BERT-base, whose
+ * site, the place of split-K partials in the workspace. In one persistent
+ * kernel each was its own noinline function, so the kernel held every
+ * layer's code: 1.6 MB of SASS for BERT-base, whose
  * instruction fetches missed (ncu on an H100: warps stalled for want of an
  * instruction in 17% of samples, against 6% in the kernels schedule).
  *

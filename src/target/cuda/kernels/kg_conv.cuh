@@ -315,10 +315,11 @@ static __device__ __forceinline__ void kg_conv_tile(const kg_conv *p, int t, con
  * for the KS fp32 partial tiles [BN][BM + 4]: max(ST (BM + BN) BK 2,
  * KS BN (BM + 4) 4) bytes. SK > 1 splits K across blocks (kg.h's split-K:
  * rTask t is split t % SK of tile t / SK, its partials in ws and its
- * counters in sem: the rOperator's place in the workspace), for late layers
- * whose tiles do not fill the GPU at batch 1. Threads: 32 (BM/WM) (BN/WN) KS. Needs BK/16 a
- * multiple of KS, BM, BN, WM, WN, BK powers of two with WM >= 16, WN >= 8,
- * BK >= 16, at most KG_CONV_MAX_LD chunks per thread and operand,
+ * counters in sem: the rOperator's place in the workspace), for late
+ * layers whose tiles do not fill the GPU at batch 1. Threads: 32 (BM/WM)
+ * (BN/WN) KS. Needs BK/16 a multiple of KS, BM, BN, WM, WN, BK powers of
+ * two with WM >= 16, WN >= 8, BK >= 16, at most KG_CONV_MAX_LD chunks per
+ * thread and operand,
  * 1 <= DA <= KG_CONV_MAX_RING.
  *
  * Pipeline. The weights of stage kt+ST-1 go by cp.async (16 bytes,

@@ -1191,7 +1191,8 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
         float *part = g->ws + (kg_i64)g->slot * g->splits * tile + threadIdx.x;
 #pragma unroll
         for (int i = 0; i < bn / 2; i++) kg_st_cg(part + (kg_i64)g->split * tile + i * n_threads, d[i]);
-        if (!kg_splitk_arrive(g->sem + g->slot, g->splits, n_threads)) return; /* not the last split (the whole block returns) */
+        /* not the last split: the whole block returns */
+        if (!kg_splitk_arrive(g->sem + g->slot, g->splits, n_threads)) return;
 #pragma unroll
         for (int i = 0; i < bn / 2; i++) {
             float sum = kg_ld_cg(part + i * n_threads);
