@@ -250,7 +250,7 @@ static char *source_of(const shape *s, const gemm_problem *g, const gemm_cfg *ca
         int min_blocks = min_blocks2 && two ? 2 : 1;
         char kname[32];
         snprintf(kname, sizeof(kname), "k_%d", i);
-        cg_kernel_head(&src, kname, cfg_threads(&cands[i]), min_blocks, cands[i].cn, true);
+        cg_kernel_head(&src, kname, cfg_threads(&cands[i]), min_blocks, cfg_cluster(&cands[i]), true);
         base_str_printf(&src, "    for (int t = blockIdx.x; t < %lld; t += gridDim.x) op_%d(c, t);\n}\n\n",
                         (long long)cfg_rtasks(g, &cands[i]), i);
     }
@@ -428,6 +428,7 @@ static void cfg_name(const gemm_cfg *c, char *buf, size_t n)
         if (c->splits > 1 && len > 0 && (size_t)len < n)
             len += snprintf(buf + len, n - (size_t)len, " sk%d", c->splits);
         if (c->cn && len > 0 && (size_t)len < n) snprintf(buf + len, n - (size_t)len, " ws%d", c->cn);
+        if (c->cs && len > 0 && (size_t)len < n) snprintf(buf + len, n - (size_t)len, " cs");
     }
 }
 

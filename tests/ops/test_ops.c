@@ -1216,6 +1216,27 @@ static void b_matmul_long_k(tc *c)
     tc_out(c, "y");
 }
 
+/* Deep products of few tiles, as BERT-base's and ViT-B/16's second MLP
+ * products at batch 1 (128 or 197 rows, 3072 deep, 768 wide, with bias and
+ * residual): the cuda target splits K across the blocks of a cluster and
+ * sums the splits in its shared memory (kg_gemm_wgt_csum), each block
+ * storing its share of the tile's rows. Variant 2: 150 rows (a ragged
+ * tile) and 3000 deep: three splits, the last one shorter and its last
+ * k-tile partial, and 21, 21 and 22 rows a block. */
+static void b_matmul_deep_split(tc *c)
+{
+    const int64_t M = (int64_t[]){128, 197, 150}[c->variant % 3], K = c->variant == 2 ? 3000 : 3072, N = 768;
+    tc_input(c, "x", KILN_F32, 2, (int64_t[]){M, K}, G_NORMAL);
+    tc_input(c, "res", KILN_F32, 2, (int64_t[]){M, N}, G_NORMAL);
+    tc_const(c, "w", KILN_F32, 2, (int64_t[]){K, N}, G_NORMAL);
+    tc_const(c, "bias", KILN_F32, 1, &N, G_NORMAL);
+    tc_node(c, "Tanh", "x", "a"); /* A in the arena (16-bit under fp16), as inside a model */
+    tc_node(c, "MatMul", "a,w", "t");
+    tc_node(c, "Add", "t,bias", "u");
+    tc_node(c, "Add", "u,res", "y");
+    tc_out(c, "y");
+}
+
 /* Batch dims that broadcast (B [1,K,N] against A [b,M,K]), or a 1-D
  * operand: the target leaves these to the interpreter. */
 static void b_matmul_bcast(tc *c)
@@ -3194,6 +3215,7 @@ static const op_case case_table[] = {
     CASE("MatMul", b_matmul),
     CASE("MatMul/const_B", b_matmul_const),
     CASE("MatMul/long_K", b_matmul_long_k),
+    {"MatMul/deep_split", b_matmul_deep_split, "", 0, G_NORMAL, 0, EXPECT_C, 3},
     FB("MatMul/broadcast_batch_or_1d", b_matmul_bcast, 2),
     CASE("MatMul+Add+Gelu", b_matmul_gelu),
     CASE("MatMul+Add+GELU/erf_epilogue", b_matmul_gelu_erf),

@@ -41,7 +41,7 @@ typedef struct cg_op {
     bool splitk;       /* uses kg.h's split-K workspace: its place there is below */
     int64_t ws_at, ws_floats; /* split-K: the floats of kg_splitk_ws it uses (cg_splitk_place) */
     int sem_at, sems;  /* split-K: the counters of kg_splitk_sem it uses */
-    int cluster;       /* blocks per cluster: 0 or 1 none, 2 pairs (a kernel of its own, KG_CLUSTER) */
+    int cluster;       /* blocks per cluster: 0 or 1 none, else 2..8 (a kernel of its own, KG_CLUSTER) */
     bool narrow;       /* may run on the first `block` threads of a wider persistent block (kg_sync_n) */
     int acc_regs;      /* registers a thread its template needs and ptxas cannot spill (warpgroup-MMA
                         * accumulators): a narrow op joins a wider block only where they fit; 0: any */

@@ -257,6 +257,8 @@ typedef struct gemm_cfg {
     int stages;      /* copy stages (tc, wg) */
     int splits;      /* split-K across blocks (tc, wgt; 1 in the tables) */
     int cn;          /* wgt: 0 kg_gemm_wgt, else kg_gemm_wgt_ws (a producer warp) in clusters of cn blocks */
+    bool cs;         /* wgt, splits > 1: the splits are one cluster's blocks and sum in its shared memory
+                      * (kg_gemm_wgt_csum) instead of through the split-K workspace */
 } gemm_cfg;
 
 /* The splits offered for products with fewer tiles than multiprocessors. */
@@ -266,33 +268,33 @@ static const int split_cands[] = {2, 3, 4, 6, 8};
  * the most mma per ldmatrix), small and k-sliced ones so that small
  * problems still spread over every multiprocessor. */
 static const gemm_cfg tc_table[] = {
-    {GEMM_TC, 128, 256, 32, 64, 64, 1, 3, 1, 0}, {GEMM_TC, 128, 256, 32, 64, 64, 1, 4, 1, 0},
-    {GEMM_TC, 256, 128, 32, 64, 64, 1, 3, 1, 0}, {GEMM_TC, 256, 128, 32, 64, 64, 1, 4, 1, 0},
-    {GEMM_TC, 128, 256, 64, 64, 64, 1, 3, 1, 0}, {GEMM_TC, 256, 128, 64, 64, 64, 1, 3, 1, 0},
-    {GEMM_TC, 128, 128, 32, 64, 64, 1, 4, 1, 0}, {GEMM_TC, 128, 128, 32, 64, 64, 1, 5, 1, 0},
-    {GEMM_TC, 128, 128, 64, 64, 64, 1, 3, 1, 0}, {GEMM_TC, 128, 128, 64, 64, 64, 1, 4, 1, 0},
-    {GEMM_TC, 128, 128, 32, 64, 32, 1, 4, 1, 0}, {GEMM_TC, 128, 128, 32, 32, 64, 1, 4, 1, 0},
-    {GEMM_TC, 128, 64, 32, 64, 32, 1, 4, 1, 0}, {GEMM_TC, 128, 64, 64, 64, 32, 1, 3, 1, 0},
-    {GEMM_TC, 64, 128, 32, 32, 64, 1, 4, 1, 0}, {GEMM_TC, 64, 128, 64, 32, 64, 1, 3, 1, 0},
-    {GEMM_TC, 64, 64, 32, 32, 32, 1, 4, 1, 0}, {GEMM_TC, 64, 64, 64, 32, 32, 1, 3, 1, 0},
-    {GEMM_TC, 64, 64, 64, 32, 32, 2, 3, 1, 0}, {GEMM_TC, 64, 64, 64, 32, 32, 2, 4, 1, 0},
-    {GEMM_TC, 64, 32, 64, 32, 32, 2, 3, 1, 0}, {GEMM_TC, 32, 64, 64, 32, 32, 2, 3, 1, 0},
-    {GEMM_TC, 32, 64, 64, 32, 32, 4, 3, 1, 0}, {GEMM_TC, 32, 32, 64, 32, 32, 4, 3, 1, 0},
-    {GEMM_TC, 32, 32, 128, 32, 32, 4, 3, 1, 0}, {GEMM_TC, 64, 32, 64, 32, 32, 4, 3, 1, 0},
-    {GEMM_TC, 32, 64, 64, 16, 32, 2, 3, 1, 0}, {GEMM_TC, 64, 64, 128, 32, 32, 4, 2, 1, 0},
+    {GEMM_TC, 128, 256, 32, 64, 64, 1, 3, 1, 0, 0}, {GEMM_TC, 128, 256, 32, 64, 64, 1, 4, 1, 0, 0},
+    {GEMM_TC, 256, 128, 32, 64, 64, 1, 3, 1, 0, 0}, {GEMM_TC, 256, 128, 32, 64, 64, 1, 4, 1, 0, 0},
+    {GEMM_TC, 128, 256, 64, 64, 64, 1, 3, 1, 0, 0}, {GEMM_TC, 256, 128, 64, 64, 64, 1, 3, 1, 0, 0},
+    {GEMM_TC, 128, 128, 32, 64, 64, 1, 4, 1, 0, 0}, {GEMM_TC, 128, 128, 32, 64, 64, 1, 5, 1, 0, 0},
+    {GEMM_TC, 128, 128, 64, 64, 64, 1, 3, 1, 0, 0}, {GEMM_TC, 128, 128, 64, 64, 64, 1, 4, 1, 0, 0},
+    {GEMM_TC, 128, 128, 32, 64, 32, 1, 4, 1, 0, 0}, {GEMM_TC, 128, 128, 32, 32, 64, 1, 4, 1, 0, 0},
+    {GEMM_TC, 128, 64, 32, 64, 32, 1, 4, 1, 0, 0}, {GEMM_TC, 128, 64, 64, 64, 32, 1, 3, 1, 0, 0},
+    {GEMM_TC, 64, 128, 32, 32, 64, 1, 4, 1, 0, 0}, {GEMM_TC, 64, 128, 64, 32, 64, 1, 3, 1, 0, 0},
+    {GEMM_TC, 64, 64, 32, 32, 32, 1, 4, 1, 0, 0}, {GEMM_TC, 64, 64, 64, 32, 32, 1, 3, 1, 0, 0},
+    {GEMM_TC, 64, 64, 64, 32, 32, 2, 3, 1, 0, 0}, {GEMM_TC, 64, 64, 64, 32, 32, 2, 4, 1, 0, 0},
+    {GEMM_TC, 64, 32, 64, 32, 32, 2, 3, 1, 0, 0}, {GEMM_TC, 32, 64, 64, 32, 32, 2, 3, 1, 0, 0},
+    {GEMM_TC, 32, 64, 64, 32, 32, 4, 3, 1, 0, 0}, {GEMM_TC, 32, 32, 64, 32, 32, 4, 3, 1, 0, 0},
+    {GEMM_TC, 32, 32, 128, 32, 32, 4, 3, 1, 0, 0}, {GEMM_TC, 64, 32, 64, 32, 32, 4, 3, 1, 0, 0},
+    {GEMM_TC, 32, 64, 64, 16, 32, 2, 3, 1, 0, 0}, {GEMM_TC, 64, 64, 128, 32, 32, 4, 2, 1, 0, 0},
 };
 
 /* Warpgroup-MMA tiles (sm_90): m 64 per warpgroup, n up to 256 per wgmma.
  * Up to 113 KB two blocks share a multiprocessor, which hides one's
  * prologue and epilogue behind the other's main loop (short k). */
 static const gemm_cfg wg_table[] = {
-    {GEMM_WG, 128, 256, 64, 0, 0, 1, 4, 1, 0}, {GEMM_WG, 128, 256, 32, 0, 0, 1, 6, 1, 0},
-    {GEMM_WG, 128, 256, 32, 0, 0, 1, 4, 1, 0}, {GEMM_WG, 256, 128, 64, 0, 0, 1, 4, 1, 0},
-    {GEMM_WG, 128, 192, 64, 0, 0, 1, 4, 1, 0}, {GEMM_WG, 128, 192, 32, 0, 0, 1, 4, 1, 0},
-    {GEMM_WG, 128, 128, 64, 0, 0, 1, 4, 1, 0}, {GEMM_WG, 128, 128, 64, 0, 0, 1, 5, 1, 0},
-    {GEMM_WG, 128, 128, 32, 0, 0, 1, 6, 1, 0}, {GEMM_WG, 128, 128, 64, 0, 0, 1, 3, 1, 0},
-    {GEMM_WG, 128, 64, 64, 0, 0, 1, 4, 1, 0}, {GEMM_WG, 64, 256, 64, 0, 0, 1, 4, 1, 0}, {GEMM_WG, 64, 128, 64, 0, 0, 1, 4, 1, 0},
-    {GEMM_WG, 64, 128, 32, 0, 0, 1, 6, 1, 0}, {GEMM_WG, 64, 64, 64, 0, 0, 1, 4, 1, 0}, {GEMM_WG, 64, 64, 64, 0, 0, 1, 6, 1, 0},
+    {GEMM_WG, 128, 256, 64, 0, 0, 1, 4, 1, 0, 0}, {GEMM_WG, 128, 256, 32, 0, 0, 1, 6, 1, 0, 0},
+    {GEMM_WG, 128, 256, 32, 0, 0, 1, 4, 1, 0, 0}, {GEMM_WG, 256, 128, 64, 0, 0, 1, 4, 1, 0, 0},
+    {GEMM_WG, 128, 192, 64, 0, 0, 1, 4, 1, 0, 0}, {GEMM_WG, 128, 192, 32, 0, 0, 1, 4, 1, 0, 0},
+    {GEMM_WG, 128, 128, 64, 0, 0, 1, 4, 1, 0, 0}, {GEMM_WG, 128, 128, 64, 0, 0, 1, 5, 1, 0, 0},
+    {GEMM_WG, 128, 128, 32, 0, 0, 1, 6, 1, 0, 0}, {GEMM_WG, 128, 128, 64, 0, 0, 1, 3, 1, 0, 0},
+    {GEMM_WG, 128, 64, 64, 0, 0, 1, 4, 1, 0, 0}, {GEMM_WG, 64, 256, 64, 0, 0, 1, 4, 1, 0, 0}, {GEMM_WG, 64, 128, 64, 0, 0, 1, 4, 1, 0, 0},
+    {GEMM_WG, 64, 128, 32, 0, 0, 1, 6, 1, 0, 0}, {GEMM_WG, 64, 64, 64, 0, 0, 1, 4, 1, 0, 0}, {GEMM_WG, 64, 64, 64, 0, 0, 1, 6, 1, 0, 0},
 };
 
 /* Tiles only the TMA template takes. Deeper pipelines (no thread issues
@@ -305,30 +307,31 @@ static const gemm_cfg wg_table[] = {
  * 11 x 12 tiles of 192 x 192 are one wave at 2048 x 2304, 11 x 24 of
  * 192 x 128 two at 2048 x 3072 (cuBLAS's picks on an H200). */
 static const gemm_cfg wgt_deep_table[] = {
-    {GEMM_WGT, 64, 64, 64, 0, 0, 1, 8, 1, 0},  {GEMM_WGT, 64, 64, 64, 0, 0, 1, 12, 1, 0},
-    {GEMM_WGT, 64, 128, 64, 0, 0, 1, 8, 1, 0}, {GEMM_WGT, 128, 64, 64, 0, 0, 1, 8, 1, 0},
-    {GEMM_WGT, 128, 96, 64, 0, 0, 1, 3, 1, 0}, {GEMM_WGT, 128, 96, 64, 0, 0, 1, 4, 1, 0},
-    {GEMM_WGT, 128, 96, 64, 0, 0, 1, 6, 1, 0}, {GEMM_WGT, 128, 96, 64, 0, 0, 1, 8, 1, 0},
-    {GEMM_WGT, 128, 144, 64, 0, 0, 1, 3, 1, 0}, {GEMM_WGT, 128, 144, 64, 0, 0, 1, 4, 1, 0},
-    {GEMM_WGT, 64, 96, 64, 0, 0, 1, 8, 1, 0},  {GEMM_WGT, 192, 128, 64, 0, 0, 1, 4, 1, 0},
-    {GEMM_WGT, 192, 192, 64, 0, 0, 1, 3, 1, 0}, {GEMM_WGT, 192, 192, 64, 0, 0, 1, 4, 1, 0},
-    {GEMM_WGT, 64, 48, 64, 0, 0, 1, 8, 1, 0},  {GEMM_WGT, 64, 48, 64, 0, 0, 1, 12, 1, 0},
-    {GEMM_WGT, 64, 32, 64, 0, 0, 1, 8, 1, 0},  {GEMM_WGT, 64, 32, 64, 0, 0, 1, 12, 1, 0},
+    {GEMM_WGT, 64, 64, 64, 0, 0, 1, 8, 1, 0, 0},  {GEMM_WGT, 64, 64, 64, 0, 0, 1, 12, 1, 0, 0},
+    {GEMM_WGT, 64, 128, 64, 0, 0, 1, 8, 1, 0, 0}, {GEMM_WGT, 128, 64, 64, 0, 0, 1, 8, 1, 0, 0},
+    {GEMM_WGT, 128, 96, 64, 0, 0, 1, 3, 1, 0, 0}, {GEMM_WGT, 128, 96, 64, 0, 0, 1, 4, 1, 0, 0},
+    {GEMM_WGT, 128, 96, 64, 0, 0, 1, 6, 1, 0, 0}, {GEMM_WGT, 128, 96, 64, 0, 0, 1, 8, 1, 0, 0},
+    {GEMM_WGT, 128, 144, 64, 0, 0, 1, 3, 1, 0, 0}, {GEMM_WGT, 128, 144, 64, 0, 0, 1, 4, 1, 0, 0},
+    {GEMM_WGT, 64, 96, 64, 0, 0, 1, 8, 1, 0, 0},  {GEMM_WGT, 192, 128, 64, 0, 0, 1, 4, 1, 0, 0},
+    {GEMM_WGT, 192, 192, 64, 0, 0, 1, 3, 1, 0, 0}, {GEMM_WGT, 192, 192, 64, 0, 0, 1, 4, 1, 0, 0},
+    {GEMM_WGT, 64, 48, 64, 0, 0, 1, 8, 1, 0, 0},  {GEMM_WGT, 64, 48, 64, 0, 0, 1, 12, 1, 0, 0},
+    {GEMM_WGT, 64, 32, 64, 0, 0, 1, 8, 1, 0, 0},  {GEMM_WGT, 64, 32, 64, 0, 0, 1, 12, 1, 0, 0},
 };
 
 static const gemm_cfg simt_table[] = {
-    {GEMM_SIMT, 128, 128, 8, 0, 0, 1, 2, 1, 0}, {GEMM_SIMT, 128, 64, 8, 0, 0, 1, 2, 1, 0},
-    {GEMM_SIMT, 64, 128, 8, 0, 0, 1, 2, 1, 0}, {GEMM_SIMT, 64, 64, 8, 0, 0, 1, 2, 1, 0},
-    {GEMM_SIMT, 32, 64, 8, 0, 0, 1, 2, 1, 0}, {GEMM_SIMT, 64, 32, 8, 0, 0, 1, 2, 1, 0},
+    {GEMM_SIMT, 128, 128, 8, 0, 0, 1, 2, 1, 0, 0}, {GEMM_SIMT, 128, 64, 8, 0, 0, 1, 2, 1, 0, 0},
+    {GEMM_SIMT, 64, 128, 8, 0, 0, 1, 2, 1, 0, 0}, {GEMM_SIMT, 64, 64, 8, 0, 0, 1, 2, 1, 0, 0},
+    {GEMM_SIMT, 32, 64, 8, 0, 0, 1, 2, 1, 0, 0}, {GEMM_SIMT, 64, 32, 8, 0, 0, 1, 2, 1, 0, 0},
 };
 
 /* Every table's tiles (the warpgroup ones twice: with and without TMA),
- * each also in every split (add_splits), and the TMA ones twice more with
- * a producer warp, alone and in clusters of two (add_clusters). */
+ * each also in every split (add_splits; the TMA ones twice, summed through
+ * the workspace and in a cluster), and the TMA ones twice more with a
+ * producer warp, alone and in clusters of two (add_clusters). */
 #define MAX_CANDS                                                                                                \
     ((int)((KILN_COUNT(tc_table) + 2 * KILN_COUNT(wg_table) + KILN_COUNT(wgt_deep_table) + KILN_COUNT(simt_table)) * \
                (1 + KILN_COUNT(split_cands)) +                                                                    \
-           2 * (KILN_COUNT(wg_table) + KILN_COUNT(wgt_deep_table))))
+           (KILN_COUNT(wg_table) + KILN_COUNT(wgt_deep_table)) * (2 + 2 * KILN_COUNT(split_cands))))
 
 static int cfg_threads(const gemm_cfg *c)
 {
@@ -358,15 +361,37 @@ static int64_t cfg_tiles(const gemm_problem *g, const gemm_cfg *c)
 
 static int64_t cfg_rtasks(const gemm_problem *g, const gemm_cfg *c) { return cfg_tiles(g, c) * c->splits; }
 
+/* The blocks of c's clusters (cg_op.cluster): 1 when it has none. */
+static int cfg_cluster(const gemm_cfg *c) { return c->cs ? c->splits : KILN_MAX(1, c->cn); }
+
 /* Whether c's rOperator may be narrow (cg_op.narrow): every template but
- * the producer-warp one meets only its own threads (kg.h, kg_sync_n). */
-static bool cfg_narrow(const gemm_cfg *c) { return c->cn == 0; }
+ * the producer-warp one meets only its own threads (kg.h, kg_sync_n); a
+ * cluster's barriers take every thread of its blocks. */
+static bool cfg_narrow(const gemm_cfg *c) { return c->cn == 0 && !c->cs; }
+
+/* The blocks of c's tiles that clusters of up to 8 can hold at once on gpu:
+ * a cluster's blocks share one GPC, and the GPCs' multiprocessors do not
+ * divide evenly into clusters, so about three quarters of what the
+ * multiprocessors hold (H100, BERT b1's 128 x 768 x 3072 summed in
+ * clusters of 4: 96 blocks of 169 KB took 5.8 us, 128 blocks 9.9 us:
+ * 32 clusters are more than one round). */
+static int64_t cluster_room(const gemm_cfg *c, const cg_gpu *gpu)
+{
+    int n_sms = gpu->n_sms > 0 ? gpu->n_sms : 132;
+    int per_sm = KILN_MAX(1, KILN_MIN(2, 228 * 1024 / (cfg_smem(c) + 1024)));
+    return (int64_t)(0.75 * n_sms * per_sm);
+}
 
 /* Split-K variants of the mma.sync and TMA candidates cands[0..n) of at
  * most 64 x 64 whose tiles do not fill the multiprocessors (larger ones,
  * 128 x 192 and 192 x 128 in two splits of BERT's 2048 x 768 x 3072, lost
  * to unsplit 128 x 96 on an H200): every split at least two k-tiles, at
  * most four rTasks per multiprocessor, the partials within the workspace.
+ * TMA tiles up to 128 x 128 also split with a tile's splits in one cluster
+ * (at most 8 blocks, the portable size), summed in its shared memory (cs),
+ * where each split is at least 12 k-tiles deep and the clusters fit at once
+ * (cluster_room): on an H100 the shorter ones lost to unsplit tiles in
+ * every case of BERT b1's and ViT-B/16's 768-deep products.
  * Appended to cands; returns the new count. */
 static int add_splits(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *cands, int n)
 {
@@ -374,15 +399,23 @@ static int add_splits(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *cands,
     for (int i = 0; i < base; i++) {
         const gemm_cfg *c = &cands[i];
         int64_t tiles = cfg_tiles(g, c), k_tiles = cdiv(g->k, c->bk);
-        bool splittable = (c->kind == GEMM_WGT || c->kind == GEMM_TC) && c->bm * c->bn <= 64 * 64;
+        bool wide = c->bm * c->bn > 64 * 64; /* split in clusters only */
+        bool splittable = (c->kind == GEMM_WGT || c->kind == GEMM_TC) &&
+                          (!wide || (c->kind == GEMM_WGT && c->bm <= 128 && c->bn <= 128 && c->cn == 0));
         if (!splittable || tiles >= n_sms || tiles > CG_SPLITK_SEMS) continue;
         for (int j = 0; j < (int)KILN_COUNT(split_cands); j++) {
             int sp = split_cands[j];
             if (k_tiles < 2 * sp || tiles * sp > 4 * n_sms || tiles * sp * c->bm * c->bn > CG_SPLITK_WS_FLOATS ||
                 n == MAX_CANDS)
                 continue;
-            cands[n] = *c;
-            cands[n++].splits = sp;
+            gemm_cfg v = *c;
+            v.splits = sp;
+            if (!wide) cands[n++] = v;
+            if (c->kind == GEMM_WGT && sp <= 8 && k_tiles >= 12 * sp && tiles * sp <= cluster_room(c, gpu) &&
+                n < MAX_CANDS) {
+                v.cs = true;
+                cands[n++] = v;
+            }
         }
     }
     return n;
@@ -489,7 +522,7 @@ static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_b
     for (int i = 0; i < n; i++) {
         const int threads = cfg_threads(&out[i]);
         bool sized = !want_block || threads == want_block || (narrow && cfg_narrow(&out[i]) && threads < want_block);
-        if (sized && out[i].cn < 2 && fits_regs(&out[i], regs)) out[kept++] = out[i];
+        if (sized && cfg_cluster(&out[i]) < 2 && fits_regs(&out[i], regs)) out[kept++] = out[i];
     }
     if (kept > 0) return kept;
     if (!want_block) return gemm_candidates(g, gpu, out); /* only clusters fit: share nothing */
@@ -545,7 +578,7 @@ static bool clusters_preferred(void) { return cg_env_is("KILN_GEMM_CLUSTERS", "1
  * split mma.sync tile wins). */
 static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *gpu, int per_sm_blocks)
 {
-    const double latency = 700.0, dram_bytes_per_clk = 1200.0, l2_bytes_per_clk = 6250.0;
+    const double latency = 700.0, dram_bytes_per_clk = 1200.0, l2_bytes_per_clk = 6250.0, ingest_per_clk = 55.0;
     int n_sms = gpu->n_sms > 0 ? gpu->n_sms : 132;
     int threads = cfg_threads(c), smem = cfg_smem(c);
     int regs, in_flight;
@@ -620,16 +653,31 @@ static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *
      * BERT's 128 x 768 products, where splitting 768-deep ones loses and
      * 3072-deep ones win by 4 with TMA tiles of 64 x 48) */
     double fixup = 0;
-    if (c->splits > 1) {
+    if (c->splits > 1 && !c->cs) {
         l2 += 2.0 * tiles * c->bm * c->bn * 4.0;
         fixup = 0.25 * (3.0 + c->splits) * latency;
+    } else if (c->splits > 1) {
+        /* summed in a cluster: one barrier, then each block's rows of every
+         * split's partial from the others' shared memory (a short trip each) */
+        fixup = 0.25 * (1.0 + 0.5 * c->splits) * latency;
     }
     double t_memory = fmax(dram / dram_bytes_per_clk, l2 / l2_bytes_per_clk);
     /* each round of resident tiles fills its pipeline and drains its
      * epilogue once (one 192 x 192 tile per multiprocessor beats two of
      * 128 x 144 at 2048 x 2304 on an H100, the same work) */
     double t_rounds = ceil(per_sm / resident) * latency;
-    return t_memory + fmax(t_compute, t_latency) + t_rounds + fixup;
+    /* a split's k-tiles cannot land faster than a multiprocessor takes in
+     * bytes: its share of A and B for every tile it holds, about 55 bytes a
+     * clock (fitted on an H100 to BERT b1's and ViT-B/16's products, where
+     * splits of wider tiles win: 768 x 3072 in 64 x 64 tiles summed in
+     * clusters of 4, 5.8 us, against 64 x 48 through the workspace, 6.5;
+     * the unsplit tiles' fitted rates carry it already). Not in a
+     * persistent kernel, whose picks it made slower (mono ViT-B/16 on an
+     * H200: 659-667 -> 761-766 us) */
+    double t_ingest = c->splits > 1 && per_sm_blocks == 0
+                          ? per_sm * ((double)c->bm + c->bn) * k_tiles * c->bk * esize / ingest_per_clk
+                          : 0;
+    return t_memory + fmax(fmax(t_compute, t_latency), t_ingest) + t_rounds + fixup;
 }
 
 /* The cost model's choice among cands[0..n): the fastest, or with
@@ -724,8 +772,8 @@ static void emit_call(base_str *s, const gemm_problem *g, const gemm_cfg *c, con
                     dt_code(g->sa), dt_code(g->sb), dt_code(g->sy), dt_code(g->sbias), dt_code(g->sres),
                     cg_float_lit(g->alpha, f1, sizeof(f1)), cg_float_lit(g->beta, f2, sizeof(f2)), cg_act_name(g->ep.act),
                     cg_float_lit(g->ep.alpha, f3, sizeof(f3)), cg_float_lit(g->ep.beta, f4, sizeof(f4)));
-    base_str_printf(s, "    g.splits = %d; g.split = split; g.slot = slot;\n    g.grid_dep = %s;\n", c->splits,
-                    pdep ? pdep : "0");
+    base_str_printf(s, "    g.splits = %d; g.split = split; g.slot = slot; g.csum = %d;\n    g.grid_dep = %s;\n",
+                    c->splits, c->cs ? 1 : 0, pdep ? pdep : "0");
     if (c->splits > 1)
         base_str_printf(s, "    g.ws = kg_splitk_ws + %lld;\n    g.sem = kg_splitk_sem + %d;\n", (long long)op->ws_at,
                         op->sem_at);
@@ -751,11 +799,13 @@ static void emit_call(base_str *s, const gemm_problem *g, const gemm_cfg *c, con
                         c->wm, c->wn, c->ks, c->stages);
 }
 
-/* ", producer warp" for kg_gemm_wgt_ws, with ", cluster of N" in clusters. */
+/* ", producer warp" for kg_gemm_wgt_ws, with ", cluster of N" in clusters;
+ * ", summed in a cluster" for the splits of kg_gemm_wgt_csum; else "". */
 static void ws_note_of(const gemm_cfg *c, char *buf, size_t n)
 {
     if (c->cn > 1) snprintf(buf, n, ", producer warp, cluster of %d", c->cn);
-    else snprintf(buf, n, ", producer warp");
+    else if (c->cn) snprintf(buf, n, ", producer warp");
+    else snprintf(buf, n, "%s", c->cs ? ", summed in a cluster" : "");
 }
 
 /* The comment above op_<id>: the problem and the configuration. */
@@ -787,7 +837,7 @@ static void emit_summary(base_str *s, const gemm_problem *g, const gemm_cfg *c)
         base_str_printf(s,
                         ".\n * kg_gemm_wgt%s: %dx%dx64 tiles copied by TMA, %d warpgroups, %d stages, %d split%s%s. */\n",
                         c->cn ? "_ws" : "", c->bm, c->bn, c->bm / 64, c->stages, c->splits,
-                        c->splits > 1 ? "s of K across blocks" : "", c->cn ? ws_note : "");
+                        c->splits > 1 ? "s of K across blocks" : "", ws_note);
     else if (c->kind == GEMM_WG)
         base_str_printf(s, ".\n * kg_gemm_wg: %dx%dx%d tiles, %d warpgroups, %d stages. */\n", c->bm, c->bn, c->bk,
                         c->bm / 64, c->stages);
@@ -847,7 +897,7 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     else if (c->kind == GEMM_WGT) {
         int len = snprintf(op->config, sizeof(op->config), "kg_gemm_wgt%s %dx%dx64 (TMA), %d stages, %d splits",
                            c->cn ? "_ws" : "", c->bm, c->bn, c->stages, c->splits);
-        if (c->cn && len > 0 && (size_t)len < sizeof(op->config))
+        if (len > 0 && (size_t)len < sizeof(op->config))
             ws_note_of(c, op->config + len, sizeof(op->config) - (size_t)len);
     }
     else if (c->kind == GEMM_WG)
@@ -855,7 +905,7 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     else
         snprintf(op->config, sizeof(op->config), "kg_gemm_tc %dx%dx%d, warp %dx%d, %d k-slices, %d stages, %d splits",
                  c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->stages, c->splits);
-    op->cluster = KILN_MAX(1, c->cn);
+    op->cluster = cfg_cluster(c);
     op->narrow = cfg_narrow(c);
     op->acc_regs = acc_regs(c);
     op->wgmma = c->kind == GEMM_WG || c->kind == GEMM_WGT;

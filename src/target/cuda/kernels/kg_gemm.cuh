@@ -86,6 +86,8 @@ typedef struct kg_gemm_args {
     float act_p0, act_p1;  /* the activation's parameters */
     int splits, split;     /* split-K across blocks: this rTask's share of K */
     int slot;              /* the tile's index among the rOperator's (splits > 1) */
+    int csum;              /* kg_gemm_wgt, splits > 1: the splits are a cluster's blocks and sum in its
+                            * shared memory (kg_gemm_wgt_csum) instead of through ws and sem */
     float *ws;             /* splits > 1: its partial tiles (kg_splitk_ws + its place) */
     unsigned *sem;         /* splits > 1: its tiles' counters (kg_splitk_sem + its place) */
     const void *tma_a, *tma_b; /* kg_gemm_wgt: the operands' tensor maps (kg_tmaps entries) */
@@ -1076,9 +1078,8 @@ static __device__ __forceinline__ int kg_wgt_step(float *d, const kg_gemm_args *
  * has completed): the warpgroups' accumulators d are staged as floats,
  * then all n_threads threads store them through kg_gemm_store_staged.
  * Threads beyond the warpgroups (a producer warp) only store. */
-static __device__ __forceinline__ void kg_gemm_wgt_store(const kg_gemm_args *g, const float *d, unsigned smem,
-                                                         int m0, int n0, const int bm, const int bn,
-                                                         const int n_threads)
+static __device__ __forceinline__ float *kg_gemm_wgt_stage(const float *d, unsigned smem, const int bm, const int bn,
+                                                           const int n_threads)
 {
     const int wg = threadIdx.x >> 7, wq = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     kg_sync_n(n_threads);
@@ -1090,8 +1091,67 @@ static __device__ __forceinline__ void kg_gemm_wgt_store(const kg_gemm_args *g, 
 #pragma unroll
             for (int i = 0; i < bn / 8; i++)
                 *(float2 *)(sp + (r0 + 8 * h) * ld + c0 + 8 * i) = make_float2(d[4 * i + 2 * h], d[4 * i + 2 * h + 1]);
+    return sp;
+}
+
+static __device__ __forceinline__ void kg_gemm_wgt_store(const kg_gemm_args *g, const float *d, unsigned smem,
+                                                         int m0, int n0, const int bm, const int bn,
+                                                         const int n_threads)
+{
+    float *sp = kg_gemm_wgt_stage(d, smem, bm, bn, n_threads);
     kg_sync_n(n_threads);
-    kg_gemm_store_staged(g, sp, ld, m0, n0, bm, bn, n_threads);
+    kg_gemm_store_staged(g, sp, bn + 8, m0, n0, bm, bn, n_threads);
+}
+
+/* Four floats of another block's shared memory (a kg_cluster_map address). */
+static __device__ __forceinline__ float4 kg_ld_cluster_f4(unsigned addr)
+{
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"(addr)
+                 : "memory");
+    return v;
+}
+
+/* The epilogue of kg_gemm_wgt's splits when they are the blocks of one
+ * cluster (g->csum: KG_CLUSTER(g->splits), the rTasks of a tile on
+ * consecutive blocks, so split s is the cluster's rank s): each block
+ * stages its partial tile in its shared memory as kg_gemm_wgt_store does;
+ * after a cluster barrier, block s sums rows [s bm / S, (s + 1) bm / S) of
+ * every block's partial (distributed shared memory) in split order, the
+ * same sums in the same order as through the workspace, and stores those
+ * rows through the epilogue. It leaves once no block reads its partial
+ * any more (a second barrier, arrived at before its stores). No
+ * workspace, no counter, no fence to global memory, and the epilogue's
+ * rows spread over the cluster's blocks. */
+static __device__ __forceinline__ void kg_gemm_wgt_csum(const kg_gemm_args *g, const float *d, unsigned smem,
+                                                        int m0, int n0, const int bm, const int bn,
+                                                        const int n_threads)
+{
+    float *sp = kg_gemm_wgt_stage(d, smem, bm, bn, n_threads);
+    kg_cluster_sync(); /* every block's partial is staged */
+    const int splits = g->splits, ld = bn + 8, c4 = bn / 4;
+    const int lo = g->split * bm / splits, hi = (g->split + 1) * bm / splits;
+#pragma unroll 1
+    for (int i = threadIdx.x; i < (hi - lo) * c4; i += n_threads) {
+        const int r = lo + i / c4, col = (i - (r - lo) * c4) * 4;
+        const unsigned at = smem + (unsigned)(r * ld + col) * 4u;
+        float4 sum = kg_ld_cluster_f4(kg_cluster_map(at, 0u));
+        for (int s = 1; s < splits; s++) {
+            const float4 p = kg_ld_cluster_f4(kg_cluster_map(at, (unsigned)s));
+            sum.x += p.x;
+            sum.y += p.y;
+            sum.z += p.z;
+            sum.w += p.w;
+        }
+        *(float4 *)(sp + r * ld + col) = sum; /* only this block reads these rows */
+    }
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+    kg_sync_n(n_threads);
+    kg_gemm_store_staged(g, sp + lo * ld, ld, m0 + lo, n0, hi - lo, bn, n_threads);
+    asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+    kg_sync_n(n_threads); /* and this block's threads are done with sp: the next rTask refills it */
 }
 #endif
 
@@ -1182,6 +1242,10 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
 #if defined(KG_TRACE_GEMM)
     kgt3 = kg_now_ns();
 #endif
+    if (g->splits > 1 && g->csum) {
+        kg_gemm_wgt_csum(g, d, smem, m0, n0, bm, bn, n_threads);
+        return;
+    }
     if (g->splits > 1) {
         /* split-K: every split writes its partial (accumulator i of thread
          * x at i * threads + x: coalesced) and counts itself in; the last
