@@ -91,6 +91,8 @@ static const shape shapes[] = {
     {"chk_b3_100x72x1000_kn", 3, 100, 72, 1000, 0, 1, KILN_F16, EPI_BIAS_GELU, false}, /* split-K, uneven splits */
     {"chk_200x300x200_kk", 1, 200, 300, 200, 0, 0, KILN_F16, EPI_BIAS_RES, false},    /* widths 32..144, ragged */
     {"chk_200x100x1000_kk", 1, 200, 100, 1000, 0, 0, KILN_BF16, EPI_BIAS_GELU, false}, /* TMA split-K, ragged */
+    /* splits summed in a cluster: ragged rows and columns, the last split shorter */
+    {"chk_150x200x1600_kk", 1, 150, 200, 1600, 0, 0, KILN_F16, EPI_BIAS_RES, false},
     /* kg_gemm_wgt_ws in clusters: every layout, ragged rows, columns and k */
     {"chk_pair_264x256x200_mn", 1, 264, 256, 200, 1, 1, KILN_F16, EPI_BIAS_GELU, false},
     {"chk_pair_264x248x200_km", 1, 264, 248, 200, 0, 1, KILN_BF16, EPI_BIAS_RES, false},

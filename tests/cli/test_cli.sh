@@ -267,10 +267,11 @@ PY
         --precision fp16 --emit-source "$tmp/cssrc"
     expect cuda_csum_kernel 0 "KG_CLUSTER(4) k_" -- grep -o "KG_CLUSTER(4) k_" "$tmp/cssrc/model.cu"
     expect cuda_csum_arg 0 "g.csum = 1;" -- grep -o "g.csum = 1;" "$tmp/cssrc/model.cu"
-    for s in mono kernels; do
-        p=fp16; [ $s = kernels ] && p=fp32
-        expect "cuda_csum_not_${s}_$p" 0 "product, not summed in a cluster" -- sh -c "out=\$('$kiln' inspect \
-            '$tmp/ffn2b1.onnx' --schedule $s --precision $p) && printf '%s' \"\$out\" | grep -q '\[kg_gemm' \
+    expect cuda_csum_kernels 0 "4 splits, summed in a cluster" -- "$kiln" inspect "$tmp/ffn2b1.onnx" --schedule kernels \
+        --precision fp16
+    for p in mono:fp16 kernels:fp32; do
+        expect "cuda_csum_not_${p%:*}_${p#*:}" 0 "product, not summed in a cluster" -- sh -c "out=\$('$kiln' inspect \
+            '$tmp/ffn2b1.onnx' --schedule ${p%:*} --precision ${p#*:}) && printf '%s' \"\$out\" | grep -q '\[kg_gemm' \
             && ! printf '%s' \"\$out\" | grep -q 'summed in a cluster' && echo 'product, not summed in a cluster'"
     done
     # mono: the TMA product's member names its tensor maps (1 + the first),

@@ -1195,7 +1195,7 @@ static kiln_status add_member(cg_emitter *e, program *pr, batch *b, const sched_
     const char *values = NULL;
     if (call && call->body >= 0 && !(values = base_arena_strdup(&pr->names, call->values)))
         return base_diag_add(e->d, KILN_ERR_OOM, "out of memory forming kernels");
-    /* a clustered rOperator's rTasks pair up by block index: a kernel of its own */
+    /* a clustered rOperator's rTasks group by block index (a cluster each): a kernel of its own */
     bool fits = b->n == 0 || (kernel_block(pr, op) == b->block && op->cluster < 2 && b->m[0].op.cluster < 2);
     int stage = !fits || !b->n ? 0 : pr->unmerged ? b->m[b->n - 1].stage + 1 : stage_for(e, b, grp, op);
     if (!pr->mono && (stage > 0 || b->n == (pr->waves ? WAVES_MAX : WAVE_MAX))) fits = false;

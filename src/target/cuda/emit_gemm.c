@@ -257,8 +257,9 @@ typedef struct gemm_cfg {
     int stages;      /* copy stages (tc, wg) */
     int splits;      /* split-K across blocks (tc, wgt; 1 in the tables) */
     int cn;          /* wgt: 0 kg_gemm_wgt, else kg_gemm_wgt_ws (a producer warp) in clusters of cn blocks */
-    bool cs;         /* wgt, splits > 1: the splits are one cluster's blocks and sum in its shared memory
-                      * (kg_gemm_wgt_csum) instead of through the split-K workspace */
+    int cs;          /* wgt, splits > 1: the splits are one cluster's blocks and sum in its shared memory
+                      * (kg_gemm_wgt_csum) instead of through the split-K workspace (an int: the
+                      * tuner's key hashes the candidates' bytes, so no padding) */
 } gemm_cfg;
 
 /* The splits offered for products with fewer tiles than multiprocessors. */
@@ -399,9 +400,13 @@ static int add_splits(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *cands,
     for (int i = 0; i < base; i++) {
         const gemm_cfg *c = &cands[i];
         int64_t tiles = cfg_tiles(g, c), k_tiles = cdiv(g->k, c->bk);
-        bool wide = c->bm * c->bn > 64 * 64; /* split in clusters only */
+        /* wider tiles split in clusters only, and only 64 or 128 wide: the
+         * sm_80 image runs a 96-wide one as two strips of kg_gemm_tc, which
+         * would share one tile's place in the split-K workspace */
+        bool wide = c->bm * c->bn > 64 * 64;
         bool splittable = (c->kind == GEMM_WGT || c->kind == GEMM_TC) &&
-                          (!wide || (c->kind == GEMM_WGT && c->bm <= 128 && c->bn <= 128 && c->cn == 0));
+                          (!wide || (c->kind == GEMM_WGT && c->bm <= 128 && c->bn <= 128 && c->bn % 64 == 0 &&
+                                     c->cn == 0));
         if (!splittable || tiles >= n_sms || tiles > CG_SPLITK_SEMS) continue;
         for (int j = 0; j < (int)KILN_COUNT(split_cands); j++) {
             int sp = split_cands[j];
@@ -413,7 +418,7 @@ static int add_splits(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *cands,
             if (!wide) cands[n++] = v;
             if (c->kind == GEMM_WGT && sp <= 8 && k_tiles >= 12 * sp && tiles * sp <= cluster_room(c, gpu) &&
                 n < MAX_CANDS) {
-                v.cs = true;
+                v.cs = 1;
                 cands[n++] = v;
             }
         }

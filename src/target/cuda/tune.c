@@ -538,7 +538,7 @@ static void run_candidate(cg_tuner *t, const cg_emitter *e, tune_cand *c, bool *
     if (c->per_sm > 0 && per_sm > c->per_sm) per_sm = c->per_sm;
     int64_t most = (int64_t)per_sm * (e->gpu.n_sms > 0 ? e->gpu.n_sms : 1);
     unsigned grid = (unsigned)(c->op.n_rtasks < most ? c->op.n_rtasks : most);
-    if (c->op.cluster > 1) grid -= grid % (unsigned)c->op.cluster; /* whole clusters (n_rtasks pairs up) */
+    if (c->op.cluster > 1) grid -= grid % (unsigned)c->op.cluster; /* whole clusters (n_rtasks is a multiple) */
     unsigned flush_grid = (unsigned)(e->gpu.n_sms > 0 ? 4 * e->gpu.n_sms : 512);
     void *args[] = {&t->gctx};
     void *flush_args[] = {&t->flush, &t->flush_words};

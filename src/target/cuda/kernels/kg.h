@@ -33,7 +33,7 @@ typedef struct kiln_gctx {
 } kiln_gctx;
 
 /* A kernel launched in clusters of n blocks (blocks n j .. n j + n - 1):
- * on sm_90, where rOperators use them (kg_gemm_wgt_ws); the sm_80
+ * on sm_90, where rOperators use them (kg_gemm_wgt_ws, kg_gemm_wgt_csum); the sm_80
  * image runs the same rTasks without. */
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define KG_CLUSTER(n) __cluster_dims__(n, 1, 1)

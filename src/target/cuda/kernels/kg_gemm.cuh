@@ -894,8 +894,8 @@ static __device__ __forceinline__ unsigned kg_cluster_rank(void)
     return r;
 }
 
-/* Every thread of both blocks: what each wrote before (shared memory,
- * barrier initialisations) is seen by the other after. */
+/* Every thread of every block of the cluster: what each wrote before
+ * (shared memory, barrier initialisations) is seen by the others after. */
 static __device__ __forceinline__ void kg_cluster_sync(void)
 {
     asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -1147,6 +1147,7 @@ static __device__ __forceinline__ void kg_gemm_wgt_csum(const kg_gemm_args *g, c
         }
         *(float4 *)(sp + r * ld + col) = sum; /* only this block reads these rows */
     }
+    __syncwarp(); /* the loop's trips differ within a warp; the arrival is .aligned */
     asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
     kg_sync_n(n_threads);
     kg_gemm_store_staged(g, sp + lo * ld, ld, m0 + lo, n0, hi - lo, bn, n_threads);
