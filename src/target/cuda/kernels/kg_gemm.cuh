@@ -1073,11 +1073,10 @@ static __device__ __forceinline__ int kg_wgt_step(float *d, const kg_gemm_args *
     return kt > 0 && kt - 1 + stages < k_tiles ? (kt - 1) % stages : -1;
 }
 
-/* The epilogue of kg_gemm_wgt and kg_gemm_wgt_ws, through shared memory
- * at smem (the stages, free once every copy was waited for and every MMA
- * has completed): the warpgroups' accumulators d are staged as floats,
- * then all n_threads threads store them through kg_gemm_store_staged.
- * Threads beyond the warpgroups (a producer warp) only store. */
+/* The warpgroups' accumulators d staged as floats ([bm][bn + 8]) in shared
+ * memory at smem (the stages, free once every copy was waited for and
+ * every MMA has completed); returns where. Threads beyond the warpgroups
+ * (a producer warp) stage nothing. */
 static __device__ __forceinline__ float *kg_gemm_wgt_stage(const float *d, unsigned smem, const int bm, const int bn,
                                                            const int n_threads)
 {
@@ -1094,6 +1093,8 @@ static __device__ __forceinline__ float *kg_gemm_wgt_stage(const float *d, unsig
     return sp;
 }
 
+/* The epilogue of kg_gemm_wgt and kg_gemm_wgt_ws: d staged, then all
+ * n_threads threads store it through kg_gemm_store_staged. */
 static __device__ __forceinline__ void kg_gemm_wgt_store(const kg_gemm_args *g, const float *d, unsigned smem,
                                                          int m0, int n0, const int bm, const int bn,
                                                          const int n_threads)
