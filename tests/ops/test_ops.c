@@ -1202,17 +1202,24 @@ static void b_matmul_const(tc *c) { matmul_b(c, true); }
 /* Few rows over a long K (a classifier at batch 1, BERT's second FFN
  * product): the cuda target splits K across blocks. Variant 3's K and N
  * are odd (the fp32 template). */
+/* y = Tanh(x [M, K]) w [K, N] + bias: the Tanh puts A in the arena (16-bit
+ * under fp16), as inside a model. */
+static void tanh_product(tc *c, int64_t M, int64_t K, int64_t N, const char *y)
+{
+    tc_input(c, "x", KILN_F32, 2, (int64_t[]){M, K}, G_NORMAL);
+    tc_const(c, "w", KILN_F32, 2, (int64_t[]){K, N}, G_NORMAL);
+    tc_const(c, "bias", KILN_F32, 1, &N, G_NORMAL);
+    tc_node(c, "Tanh", "x", "a");
+    tc_node(c, "MatMul", "a,w", "t");
+    tc_node(c, "Add", "t,bias", y);
+}
+
 static void b_matmul_long_k(tc *c)
 {
     bool odd = c->variant == 3; /* the tensor cores need K and N multiples of 8 */
     int64_t M = rint_(c, 1, 40), K = odd ? rint_(c, 700, 1500) | 1 : 8 * rint_(c, 150, 400),
             N = odd ? rint_(c, 24, 200) | 1 : 8 * rint_(c, 3, 25);
-    tc_input(c, "x", KILN_F32, 2, (int64_t[]){M, K}, G_NORMAL);
-    tc_const(c, "b", KILN_F32, 2, (int64_t[]){K, N}, G_NORMAL);
-    tc_const(c, "bias", KILN_F32, 1, &N, G_NORMAL);
-    tc_node(c, "Tanh", "x", "a"); /* A in the arena (16-bit under fp16), as inside a model */
-    tc_node(c, "MatMul", "a,b", "t");
-    tc_node(c, "Add", "t,bias", "y");
+    tanh_product(c, M, K, N, "y");
     tc_out(c, "y");
 }
 
@@ -1226,13 +1233,8 @@ static void b_matmul_long_k(tc *c)
 static void b_matmul_deep_split(tc *c)
 {
     const int64_t M = (int64_t[]){128, 197, 150}[c->variant % 3], K = c->variant == 2 ? 3000 : 3072, N = 768;
-    tc_input(c, "x", KILN_F32, 2, (int64_t[]){M, K}, G_NORMAL);
+    tanh_product(c, M, K, N, "u");
     tc_input(c, "res", KILN_F32, 2, (int64_t[]){M, N}, G_NORMAL);
-    tc_const(c, "w", KILN_F32, 2, (int64_t[]){K, N}, G_NORMAL);
-    tc_const(c, "bias", KILN_F32, 1, &N, G_NORMAL);
-    tc_node(c, "Tanh", "x", "a"); /* A in the arena (16-bit under fp16), as inside a model */
-    tc_node(c, "MatMul", "a,w", "t");
-    tc_node(c, "Add", "t,bias", "u");
     tc_node(c, "Add", "u,res", "y");
     tc_out(c, "y");
 }
