@@ -916,8 +916,7 @@ static int uses_in_group(const sched_group *grp, const ir_value *v, bool *as_x, 
     pass_epilogue ep;
     if (epilogue_of(grp, &ep) && ep.residual == v) {
         const ir_tensor *c = &grp->nodes[0]->out[0]->t;
-        bool same = c->rank == v->t.rank;
-        for (int i = 0; same && i < c->rank; i++) same = c->dims[i] == v->t.dims[i];
+        bool same = ir_same_shape(c, &v->t);
         for (int k = 1; same && k < grp->n_nodes; k++) same = grp->nodes[k]->out[0]->t.rank == c->rank;
         *as_res = same;
     }

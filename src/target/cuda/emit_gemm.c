@@ -370,6 +370,10 @@ static int cfg_cluster(const gemm_cfg *c) { return c->cs ? c->splits : KILN_MAX(
  * cluster's barriers take every thread of its blocks. */
 static bool cfg_narrow(const gemm_cfg *c) { return c->cn == 0 && !c->cs; }
 
+/* How many of c's blocks a multiprocessor's 228 KB of shared memory hold
+ * (each block also takes 1 KB of the system's). */
+static int blocks_by_smem(const gemm_cfg *c) { return 228 * 1024 / (cfg_smem(c) + 1024); }
+
 /* The blocks of c's tiles that clusters of up to 8 can hold at once on gpu:
  * a cluster's blocks share one GPC, and the GPCs' multiprocessors do not
  * divide evenly into clusters, so about three quarters of what the
@@ -379,7 +383,7 @@ static bool cfg_narrow(const gemm_cfg *c) { return c->cn == 0 && !c->cs; }
 static int64_t cluster_room(const gemm_cfg *c, const cg_gpu *gpu)
 {
     int n_sms = gpu->n_sms > 0 ? gpu->n_sms : 132;
-    int per_sm = KILN_MAX(1, KILN_MIN(2, 228 * 1024 / (cfg_smem(c) + 1024)));
+    int per_sm = KILN_MAX(1, KILN_MIN(2, blocks_by_smem(c)));
     return (int64_t)(0.75 * n_sms * per_sm);
 }
 
@@ -585,7 +589,7 @@ static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *
 {
     const double latency = 700.0, dram_bytes_per_clk = 1200.0, l2_bytes_per_clk = 6250.0, ingest_per_clk = 55.0;
     int n_sms = gpu->n_sms > 0 ? gpu->n_sms : 132;
-    int threads = cfg_threads(c), smem = cfg_smem(c);
+    int threads = cfg_threads(c);
     int regs, in_flight;
     double rate, copy_latency = latency;
     if (c->kind == GEMM_SIMT) {
@@ -632,7 +636,7 @@ static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *
         in_flight = c->stages - 1;
     }
     regs = (regs + 7) & ~7;
-    int by_smem = 228 * 1024 / (smem + 1024), by_regs = 65536 / (threads * KILN_MIN(regs, 255));
+    int by_smem = blocks_by_smem(c), by_regs = 65536 / (threads * KILN_MIN(regs, 255));
     int bps = KILN_MAX(1, KILN_MIN(by_smem, KILN_MIN(by_regs, KILN_MIN(64 / (threads / 32), 32))));
     if (per_sm_blocks > 0) bps = per_sm_blocks;
     double tiles = (double)cfg_rtasks(g, c);
