@@ -284,7 +284,8 @@ static const char bench_help[] =
     "USAGE\n"
     "  kiln bench MODEL|ARTIFACT [--target c|cuda] [--precision P] [--schedule S] [--tune]\n"
     "             [--threads N] [--warmup N] [--iterations N]\n"
-    "             [--shape NAME=D0xD1x...]... [--json] [--profile] [--profile-top N] [--device-io]\n"
+    "             [--shape NAME=D0xD1x...]... [--json] [--profile] [--profile-top N]\n"
+    "             [--device-io | --pageable]\n"
     "\n"
     "Times runs of a compiled model on random inputs: compile time (for a MODEL),\n"
     "first-run time, then min / median / p90 / p99 latency over the timed\n"
@@ -305,6 +306,9 @@ static const char bench_help[] =
     "  --device-io      cuda: inputs uploaded once and outputs left in device memory, as a\n"
     "                   framework's tensors are (kiln_rt_run_device): the latency without\n"
     "                   the host copies\n"
+    "  --pageable       inputs and outputs in malloc'd host memory; without it or\n"
+    "                   --device-io they are in kiln_rt_host_alloc's (page-locked for cuda:\n"
+    "                   the copies run at the bus's speed, as a deployment would have them)\n"
     "\n"
     "ENVIRONMENT (cuda)\n"
     "  KILN_DEVICE=N        the GPU to run on (default 0)\n"
@@ -639,7 +643,7 @@ typedef struct cli_args {
         const char *name, *file;
     } files[64];
     int n_files;
-    bool quiet, check, json, profile, tune, device_io;
+    bool quiet, check, json, profile, tune, device_io, pageable;
     uint64_t seed;
     int threads, warmup, iterations;
     int profile_top; /* stages --profile lists; 0: all */
@@ -705,6 +709,7 @@ static int parse_args(const char *cmd, int argc, char **argv, cli_args *a)
         else if (strcmp(x, "--json") == 0) a->json = true;
         else if (strcmp(x, "--profile") == 0) a->profile = true;
         else if (strcmp(x, "--device-io") == 0) a->device_io = true;
+        else if (strcmp(x, "--pageable") == 0 && strcmp(cmd, "bench") == 0) a->pageable = true;
         else if (strcmp(x, "--profile-top") == 0 && has_val) {
             char *end;
             long v = strtol(argv[++i], &end, 10);
@@ -735,6 +740,7 @@ static int parse_args(const char *cmd, int argc, char **argv, cli_args *a)
     if (a->schedule && !known_schedule(a->schedule, why, sizeof(why))) return usage_error(cmd, "%s", why);
     if (a->device_io && a->target && strcmp(a->target, "cuda") != 0)
         return usage_error(cmd, "%s", "--device-io needs --target cuda (or a cuda artifact)");
+    if (a->device_io && a->pageable) return usage_error(cmd, "%s", "--device-io and --pageable exclude each other");
     if ((a->precision || a->tune || a->schedule) && !(a->target && strcmp(a->target, "cuda") == 0))
         return usage_error(cmd, "%s", "--precision, --schedule and --tune need --target cuda");
     return -1;
@@ -1209,26 +1215,32 @@ static int cmp_double(const void *x, const void *y)
     return a < b ? -1 : a > b;
 }
 
-/* kiln bench --device-io: the model's inputs in device memory (uploaded
- * once) and its outputs left there. */
-typedef struct dev_io {
+/* Where kiln bench's runs find their inputs and outputs: with --device-io in
+ * device memory (inputs uploaded once, outputs left there); with
+ * --pageable in the tensors themselves (malloc'd); else in host memory
+ * from kiln_rt_host_alloc (page-locked for cuda), inputs copied in once. */
+typedef struct bench_io {
+    kiln_rt_model *rm;
     rt_cuda_ctx ctx;
     bool have_ctx;
     CUdeviceptr buf[2 * IR_EVAL_MAX_IO];
+    void *host[2 * IR_EVAL_MAX_IO]; /* kiln_rt_host_alloc's */
     const void *in[IR_EVAL_MAX_IO];
     void *out[IR_EVAL_MAX_IO];
-} dev_io;
+} bench_io;
 
-static void dev_io_close(dev_io *io)
+static void bench_io_close(bench_io *io)
 {
-    for (int i = 0; i < 2 * IR_EVAL_MAX_IO; i++) rt_cuda_free(io->buf[i]);
+    for (int i = 0; i < 2 * IR_EVAL_MAX_IO; i++) {
+        rt_cuda_free(io->buf[i]);
+        if (io->host[i]) kiln_rt_host_free(io->rm, io->host[i]);
+    }
     if (io->have_ctx) rt_cuda_ctx_free(&io->ctx);
     memset(io, 0, sizeof(*io));
 }
 
-static kiln_status dev_io_open(kiln_rt_model *rm, const ir_tensor *ins, dev_io *io, base_diag *d)
+static kiln_status dev_io_open(kiln_rt_model *rm, const ir_tensor *ins, bench_io *io, base_diag *d)
 {
-    memset(io, 0, sizeof(*io));
     if (strcmp(kiln_rt_target(rm), "cuda") != 0)
         return base_diag_add(d, KILN_ERR_INVALID_ARG, "--device-io needs a model compiled for the cuda target");
     int dev;
@@ -1253,18 +1265,56 @@ static kiln_status dev_io_open(kiln_rt_model *rm, const ir_tensor *ins, dev_io *
     return KILN_OK;
 }
 
-/* One run: host tensors, or with --device-io the device buffers of io. */
-static kiln_status bench_run(kiln_rt_model *rm, const cli_args *a, dev_io *io, const ir_tensor *ins,
+/* Host buffers from kiln_rt_host_alloc; outputs of data-dependent shape
+ * come from kiln_rt_result (NULL here). */
+static kiln_status host_io_open(kiln_rt_model *rm, const ir_tensor *ins, bench_io *io, base_diag *d)
+{
+    int n_in = kiln_rt_num_inputs(rm), n_out = kiln_rt_num_outputs(rm);
+    for (int i = 0; i < n_in + n_out; i++) {
+        const kiln_rt_tensor_info *info = i < n_in ? NULL : kiln_rt_output(rm, i - n_in);
+        if (info && info->rank > 0 && info->dims[0] < 0) continue;
+        size_t bytes = info ? info->nbytes : ins[i].nbytes;
+        void *p = kiln_rt_host_alloc(rm, bytes);
+        if (!p) return rt_error(KILN_ERR_OOM, d);
+        io->host[i < n_in ? i : IR_EVAL_MAX_IO + i - n_in] = p;
+        if (info) {
+            io->out[i - n_in] = p;
+        } else {
+            if (bytes) memcpy(p, ins[i].data, bytes);
+            io->in[i] = p;
+        }
+    }
+    return KILN_OK;
+}
+
+/* Where the timed runs' inputs and outputs were: "device", "page-locked",
+ * "aligned" (kiln_rt_host_alloc for target c) or "pageable". */
+static const char *io_where(kiln_rt_model *rm, const cli_args *a)
+{
+    if (a->device_io) return "device";
+    if (a->pageable) return "pageable";
+    return strcmp(kiln_rt_target(rm), "cuda") == 0 ? "page-locked" : "aligned";
+}
+
+static const char *io_note(kiln_rt_model *rm, const cli_args *a)
+{
+    if (a->device_io) return "; inputs and outputs in device memory";
+    if (a->pageable) return "; inputs and outputs in pageable host memory";
+    return strcmp(kiln_rt_target(rm), "cuda") == 0 ? "; inputs and outputs in page-locked host memory" : "";
+}
+
+/* One run, on the buffers of io, or with --pageable on the tensors. */
+static kiln_status bench_run(kiln_rt_model *rm, const cli_args *a, bench_io *io, const ir_tensor *ins,
                              ir_tensor *outs, base_diag *d)
 {
-    if (!a->device_io) return artifact_run(rm, ins, outs, d);
-    kiln_status st = kiln_rt_run_device(rm, io->in, io->out);
+    if (a->pageable) return artifact_run(rm, ins, outs, d);
+    kiln_status st = a->device_io ? kiln_rt_run_device(rm, io->in, io->out) : kiln_rt_run(rm, io->in, io->out);
     return st == KILN_OK ? KILN_OK : rt_error(st, d);
 }
 
 /* warmup runs, then n timed ones (host clock around each): lat[0..n)
  * sorted, fastest first. */
-static kiln_status timed_runs(kiln_rt_model *rm, const cli_args *a, dev_io *io, const ir_tensor *ins, ir_tensor *outs,
+static kiln_status timed_runs(kiln_rt_model *rm, const cli_args *a, bench_io *io, const ir_tensor *ins, ir_tensor *outs,
                               int warmup, int n, double *lat, base_diag *d)
 {
     kiln_status st = KILN_OK;
@@ -1300,8 +1350,9 @@ static int cmd_bench(int argc, char **argv)
         if (st == KILN_OK) st = artifact_inputs(rm, &a, ins, &d);
     }
     double first = 0;
-    dev_io io = {0};
+    bench_io io = {.rm = rm};
     if (st == KILN_OK && a.device_io) st = dev_io_open(rm, ins, &io, &d);
+    else if (st == KILN_OK && !a.pageable) st = host_io_open(rm, ins, &io, &d);
     if (st == KILN_OK) {
         double t0 = now_s();
         st = bench_run(rm, &a, &io, ins, outs, &d);
@@ -1322,10 +1373,10 @@ static int cmd_bench(int argc, char **argv)
                    "\"min_ms\": %.4f, \"median_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, "
                    "\"throughput_per_s\": %.2f, \"iterations\": %d, \"peak_rss_mb\": %.1f, "
                    "\"arena_mb\": %.3f, \"fallback_nodes\": %d, \"kernel_launches\": %d, \"graph_launches\": %d, "
-                   "\"device_io\": %s}\n",
+                   "\"device_io\": %s, \"io\": \"%s\"}\n",
                    a.path, kiln_rt_target(rm), threads, rep.seconds_total, first * 1e3, mn * 1e3, med * 1e3, p90 * 1e3, p99 * 1e3,
                    1.0 / med, n, peak_mb, (double)kiln_rt_arena_bytes(rm) / 1e6, rep.n_fallback_nodes, kernels, graphs,
-                   a.device_io ? "true" : "false");
+                   a.device_io ? "true" : "false", io_where(rm, &a));
         else {
             printf("bench %s (%s)\n", a.path, where(rm, wbuf, sizeof(wbuf)));
             if (a.profile) print_profile(rm, &a, ins, outs, &d);
@@ -1334,7 +1385,7 @@ static int cmd_bench(int argc, char **argv)
                    "  latency      min %.3f  median %.3f  p90 %.3f  p99 %.3f ms (%d runs after %d warm-up%s)\n"
                    "  throughput   %.1f inferences/s\n  peak memory  %.1f MB resident (arena %.2f MB)\n",
                    first * 1e3, mn * 1e3, med * 1e3, p90 * 1e3, p99 * 1e3, n, a.warmup,
-                   a.device_io ? "; inputs and outputs in device memory" : "", 1.0 / med, peak_mb,
+                   io_note(rm, &a), 1.0 / med, peak_mb,
                    (double)kiln_rt_arena_bytes(rm) / 1e6);
             if (kernels > 0)
                 printf("  launches     %d kernel%s a run, from %d CUDA graph launch%s\n", kernels, kernels == 1 ? "" : "s",
@@ -1342,7 +1393,7 @@ static int cmd_bench(int argc, char **argv)
         }
     }
     rc = st == KILN_OK ? 0 : fail(st, &d, a.path);
-    dev_io_close(&io);
+    bench_io_close(&io);
     base_free(lat);
     release_all(ins, IR_EVAL_MAX_IO);
     release_all(outs, IR_EVAL_MAX_IO);
@@ -1436,12 +1487,12 @@ static kiln_status time_mono(ir_model *m, const cli_args *a, const char *schedul
     if (st == KILN_OK && (st = kiln_rt_load(tmp, 1, &rm)) != KILN_OK) rt_error(st, d);
     unlink(tmp);
     if (st == KILN_OK) st = artifact_run(rm, ins, outs, d);
-    dev_io io = {0};
+    bench_io io = {.rm = rm};
     if (st == KILN_OK) st = dev_io_open(rm, ins, &io, d);
     double lat[MONO_TUNE_RUNS];
     if (st == KILN_OK) st = timed_runs(rm, &ca, &io, ins, outs, MONO_TUNE_WARMUP, MONO_TUNE_RUNS, lat, d);
     if (st == KILN_OK) *us = lat[MONO_TUNE_RUNS / 2] * 1e6;
-    dev_io_close(&io);
+    bench_io_close(&io);
     kiln_rt_free(rm);
     return st;
 }

@@ -69,6 +69,8 @@ static const struct {
     ENTRY(cuEventRecord, "cuEventRecord"),
     ENTRY(cuEventElapsedTime, "cuEventElapsedTime"),
     ENTRY(cuEventDestroy, "cuEventDestroy_v2"),
+    ENTRY(cuEventSynchronize, "cuEventSynchronize"),
+    ENTRY(cuPointerGetAttribute, "cuPointerGetAttribute"),
 };
 #undef ENTRY
 _Static_assert(sizeof(entry_points) / sizeof(entry_points[0]) == sizeof(rt_cuda_api) / sizeof(void (*)(void)),
@@ -451,6 +453,22 @@ kiln_status rt_cuda_host_alloc_mapped(size_t bytes, void **host, CUdeviceptr *de
     return st;
 }
 
+kiln_status rt_cuda_host_alloc(size_t bytes, void **host, base_diag *d)
+{
+    KILN_ASSERT(cu != NULL);
+    *host = NULL;
+    return KILN_CU_CHECK(d, cu->cuMemHostAlloc(host, bytes ? bytes : 1, CU_MEMHOSTALLOC_PORTABLE));
+}
+
+bool rt_cuda_is_page_locked(const void *p)
+{
+    KILN_ASSERT(cu != NULL);
+    unsigned type = 0;
+    /* pageable memory: CUDA_ERROR_INVALID_VALUE, which sticks to nothing */
+    return p && cu->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)p) ==
+                    CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST;
+}
+
 void rt_cuda_host_free(void *host)
 {
     if (host) KILN_CU_CHECK(NULL, cu->cuMemFreeHost(host));
@@ -520,11 +538,11 @@ void rt_cuda_graph_free(rt_cuda_graph *g)
 
 /* ---- events ------------------------------------------------------------------------ */
 
-kiln_status rt_cuda_event_create(CUevent *out, base_diag *d)
+kiln_status rt_cuda_event_create(CUevent *out, bool timing, base_diag *d)
 {
     KILN_ASSERT(cu != NULL);
     *out = NULL;
-    return KILN_CU_CHECK(d, cu->cuEventCreate(out, CU_EVENT_DEFAULT));
+    return KILN_CU_CHECK(d, cu->cuEventCreate(out, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING));
 }
 
 void rt_cuda_event_free(CUevent e)
@@ -536,6 +554,12 @@ kiln_status rt_cuda_event_record(CUevent e, CUstream s, base_diag *d)
 {
     KILN_ASSERT(cu != NULL);
     return KILN_CU_CHECK(d, cu->cuEventRecord(e, s));
+}
+
+kiln_status rt_cuda_event_sync(CUevent e, base_diag *d)
+{
+    KILN_ASSERT(cu != NULL);
+    return KILN_CU_CHECK(d, cu->cuEventSynchronize(e));
 }
 
 kiln_status rt_cuda_event_elapsed(CUevent start, CUevent end, float *ms, base_diag *d)

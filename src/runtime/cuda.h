@@ -77,8 +77,10 @@ enum {
 enum { CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8 }; /* CUfunction_attribute */
 enum { CU_STREAM_NON_BLOCKING = 1 };                          /* cuStreamCreate flags */
 enum { CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };             /* CUstreamCaptureMode */
-enum { CU_MEMHOSTALLOC_DEVICEMAP = 0x02 };                    /* cuMemHostAlloc flags */
-enum { CU_EVENT_DEFAULT = 0 };                                /* cuEventCreate flags */
+enum { CU_MEMHOSTALLOC_PORTABLE = 0x01, CU_MEMHOSTALLOC_DEVICEMAP = 0x02 }; /* cuMemHostAlloc flags */
+enum { CU_EVENT_DEFAULT = 0, CU_EVENT_DISABLE_TIMING = 0x02 };             /* cuEventCreate flags */
+enum { CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2 };                             /* CUpointer_attribute */
+enum { CU_MEMORYTYPE_HOST = 1 };                                           /* CUmemorytype */
 
 /* Tensor maps (TMA descriptors, sm_90): CUtensorMap and the enum values kiln
  * passes to cuTensorMapEncodeTiled. */
@@ -169,6 +171,8 @@ typedef struct rt_cuda_api {
     CUresult (*cuEventRecord)(CUevent e, CUstream s);
     CUresult (*cuEventElapsedTime)(float *ms, CUevent start, CUevent end);
     CUresult (*cuEventDestroy)(CUevent e); /* cuEventDestroy_v2 */
+    CUresult (*cuEventSynchronize)(CUevent e);
+    CUresult (*cuPointerGetAttribute)(void *data, int attribute, CUdeviceptr p);
 } rt_cuda_api;
 
 /* ---- errors ------------------------------------------------------------------ */
@@ -273,7 +277,14 @@ kiln_status rt_cuda_copy_to_host(void *dst, CUdeviceptr src, size_t bytes, base_
  * copy): *host for the CPU, *dev for kernels. OUT: free *host with
  * rt_cuda_host_free. */
 kiln_status rt_cuda_host_alloc_mapped(size_t bytes, void **host, CUdeviceptr *dev, base_diag *d);
+/* Page-locked host memory for copies (every context may use it): copies
+ * between it and the device run asynchronously, at the bus's speed. OUT:
+ * free *host with rt_cuda_host_free. */
+kiln_status rt_cuda_host_alloc(size_t bytes, void **host, base_diag *d);
 void rt_cuda_host_free(void *host); /* NULL is fine */
+/* Whether p lies in page-locked host memory (any allocation or
+ * registration the driver knows); false for pageable memory. */
+bool rt_cuda_is_page_locked(const void *p);
 /* Stream-ordered copies. From pageable host memory the source may be
  * reused as soon as the call returns; into it, the call returns when the
  * copy is done. */
@@ -301,10 +312,13 @@ void rt_cuda_graph_free(rt_cuda_graph *g);
 
 /* ---- events: GPU timestamps on a stream ---------------------------------------- */
 
-/* OUT: *out, free with rt_cuda_event_free. */
-kiln_status rt_cuda_event_create(CUevent *out, base_diag *d);
+/* OUT: *out, free with rt_cuda_event_free. A timing event, or with timing
+ * false one only to wait for (cheaper to record). */
+kiln_status rt_cuda_event_create(CUevent *out, bool timing, base_diag *d);
 void rt_cuda_event_free(CUevent e); /* NULL is fine */
 kiln_status rt_cuda_event_record(CUevent e, CUstream s, base_diag *d);
+/* Waits on the host until the work recorded before e is done. */
+kiln_status rt_cuda_event_sync(CUevent e, base_diag *d);
 /* Milliseconds between two recorded, completed events. */
 kiln_status rt_cuda_event_elapsed(CUevent start, CUevent end, float *ms, base_diag *d);
 

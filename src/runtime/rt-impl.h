@@ -104,6 +104,12 @@ void rt_gpu_free(rt_gpu *g); /* NULL is fine */
 kiln_status rt_gpu_run(rt_gpu *g, const void *const *inputs, void *const *outputs, bool device, ir_tensor *dyn,
                        base_diag *d);
 
+/* Page-locked host memory of the model's device, for the io of host runs
+ * (kiln_rt_host_alloc): copies from and into it run asynchronously at the
+ * bus's speed. OUT: *out, free with rt_gpu_host_free before rt_gpu_free. */
+kiln_status rt_gpu_host_alloc(rt_gpu *g, size_t bytes, void **out, base_diag *d);
+void rt_gpu_host_free(rt_gpu *g, void *p); /* NULL is fine */
+
 /* The program's launches (kernels and host segments: the profile's
  * stages). *kernels: kernel launches per run; *graphs: CUDA graph launches
  * per run (0 while profiling: kernels are then launched one by one). Either

@@ -27,6 +27,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -75,6 +76,13 @@ struct kiln_rt_model {
     _Atomic int failed;     /* first failure of the run wins the message below */
     kiln_status run_status;
     char run_error[RUN_ERROR_BYTES];
+
+    /* kiln_rt_host_alloc's live buffers (raw: what to free; target "c") */
+    struct host_buf {
+        void *p, *raw;
+    } *host_bufs;
+    int n_host_bufs, cap_host_bufs;
+    pthread_mutex_t host_bufs_lock;
 };
 
 /* 64-byte aligned stand-in for empty weights, so generated code never sees NULL. */
@@ -527,6 +535,7 @@ static kiln_status load_and_report(const void *buf, size_t n, base_file_map *map
     kiln_rt_model *m = base_calloc(1, sizeof(*m));
     if (!m) return set_error(KILN_ERR_OOM, "kiln_rt_load: out of memory");
     m->code_fd = -1;
+    pthread_mutex_init(&m->host_bufs_lock, NULL);
     base_diag d;
     base_diag_init(&d);
     kiln_status st = load(buf, n, map, n_threads, m, &d);
@@ -573,6 +582,12 @@ kiln_status kiln_rt_load(const char *path, int n_threads, kiln_rt_model **out)
 void kiln_rt_free(kiln_rt_model *m)
 {
     if (!m) return;
+    for (int i = 0; i < m->n_host_bufs; i++) {
+        if (m->gpu) rt_gpu_host_free(m->gpu, m->host_bufs[i].p);
+        base_free(m->host_bufs[i].raw);
+    }
+    base_free(m->host_bufs);
+    pthread_mutex_destroy(&m->host_bufs_lock);
     rt_gpu_free(m->gpu);
     rt_pool_free(m->pool);
     for (int s = 0; s < m->n_segs; s++) ir_model_free(m->segs[s].model);
@@ -775,6 +790,63 @@ kiln_status kiln_rt_stage_timeline(const kiln_rt_model *m, int stage, double *st
 const char *kiln_rt_target(const kiln_rt_model *m) { return m ? m->art.desc.target : NULL; }
 
 const char *kiln_rt_precision(const kiln_rt_model *m) { return m && m->gpu ? rt_gpu_precision(m->gpu) : NULL; }
+
+void *kiln_rt_host_alloc(kiln_rt_model *m, size_t bytes)
+{
+    if (!m) {
+        set_error(KILN_ERR_INVALID_ARG, "kiln_rt_host_alloc: model is NULL");
+        return NULL;
+    }
+    void *p = NULL, *raw = NULL;
+    pthread_mutex_lock(&m->host_bufs_lock);
+    kiln_status st = KILN_OK;
+    if (m->n_host_bufs == m->cap_host_bufs) {
+        int cap = m->cap_host_bufs ? 2 * m->cap_host_bufs : 8;
+        struct host_buf *b = base_realloc(m->host_bufs, (size_t)cap * sizeof(*b));
+        if (b) {
+            m->host_bufs = b;
+            m->cap_host_bufs = cap;
+        } else {
+            st = set_error(KILN_ERR_OOM, "kiln_rt_host_alloc: out of memory");
+        }
+    }
+    if (st == KILN_OK && m->gpu) {
+        base_diag d;
+        base_diag_init(&d);
+        st = rt_gpu_host_alloc(m->gpu, bytes, &p, &d);
+        if (st != KILN_OK) set_error(st, "kiln_rt_host_alloc: %s", base_diag_text(&d));
+        base_diag_free(&d);
+    } else if (st == KILN_OK) {
+        p = rt_calloc_aligned(bytes ? bytes : 1, &raw);
+        if (!p) st = set_error(KILN_ERR_OOM, "kiln_rt_host_alloc: out of memory for %zu bytes", bytes);
+    }
+    if (st == KILN_OK) m->host_bufs[m->n_host_bufs++] = (struct host_buf){p, raw};
+    pthread_mutex_unlock(&m->host_bufs_lock);
+    return st == KILN_OK ? p : NULL;
+}
+
+kiln_status kiln_rt_host_free(kiln_rt_model *m, void *p)
+{
+    if (!p) return KILN_OK;
+    if (!m) return set_error(KILN_ERR_INVALID_ARG, "kiln_rt_host_free: model is NULL");
+    pthread_mutex_lock(&m->host_bufs_lock);
+    int i = 0;
+    while (i < m->n_host_bufs && m->host_bufs[i].p != p) i++;
+    struct host_buf b = {0};
+    bool found = i < m->n_host_bufs;
+    if (found) {
+        b = m->host_bufs[i];
+        m->host_bufs[i] = m->host_bufs[--m->n_host_bufs];
+    }
+    pthread_mutex_unlock(&m->host_bufs_lock);
+    if (!found)
+        return set_error(KILN_ERR_INVALID_ARG,
+                         "kiln_rt_host_free: %p was not allocated by kiln_rt_host_alloc on this model, or was freed "
+                         "already", p);
+    if (m->gpu) rt_gpu_host_free(m->gpu, b.p);
+    base_free(b.raw);
+    return KILN_OK;
+}
 
 kiln_status kiln_rt_num_launches(const kiln_rt_model *m, int *kernels, int *graphs)
 {

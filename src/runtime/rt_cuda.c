@@ -15,7 +15,11 @@
  * The program is a list of launches cut by host segments into pieces: a
  * piece of kernels becomes one CUDA graph, recorded at the first run, so a
  * run without segments is: clear the fault words, copy the inputs in, one
- * graph launch, copy the outputs out, one stream synchronisation. A host
+ * graph launch, copy the outputs out, one stream synchronisation. Host
+ * outputs in pageable memory come through page-locked staging in chunks,
+ * each copied out on the host while the next crosses the bus (a driver's
+ * copy into pageable memory is about half as fast); outputs in page-locked
+ * memory (kiln_rt_host_alloc's) are copied into directly. A host
  * segment waits for the stream, copies its inputs from the device into
  * host mirrors of the arena and the io tensors (same offsets; the weights
  * are kept on the host where a segment reads them), runs the reference
@@ -70,6 +74,20 @@ typedef struct stage_ref {
     int launch, slot;          /* slot -1: the whole launch */
 } stage_ref;
 
+/* Part of a host output copied through staging: n bytes from src (staging)
+ * to dst (the caller's buffer) once its copy's event is done. */
+typedef struct out_chunk {
+    uint8_t *dst;
+    const uint8_t *src;
+    size_t n;
+    int output;
+} out_chunk;
+
+/* Staging's chunks: large enough that each copy runs at the bus's speed,
+ * few enough that a run records few events. */
+#define CHUNK_MIN_BYTES (64 * 1024)
+#define CHUNKS_PER_RUN 32
+
 struct rt_gpu {
     const rt_artifact_desc *a; /* borrowed from the model */
     const rt_segment *segs;    /* borrowed: the artifact's segments, parsed */
@@ -90,6 +108,13 @@ struct rt_gpu {
     void *fail_host;           /* KILN_GFAIL_WORDS unsigned (gprog.h); mapped into the device */
     volatile unsigned *fail;
     CUdeviceptr fail_dev;
+
+    uint8_t *stage;            /* page-locked; output o at stage_off[o]; NULL: outputs copied directly */
+    size_t *stage_off;
+    size_t chunk_bytes;
+    CUevent *chunk_ev;         /* one per chunk a run may stage */
+    out_chunk *chunks;         /* the run's staged chunks, in copy order */
+    int n_chunk_ev, n_chunks;
 
     piece *pieces;
     int n_pieces, n_graphs;
@@ -438,26 +463,65 @@ static kiln_status start_run(rt_gpu *g, const void *const *inputs, void *const *
     return KILN_OK;
 }
 
-/* Copies host outputs out; the copy waits for the kernels before it, so a
- * crashed kernel shows here first. */
+/* "copying output i ('name') after <the last launches>: <sub>" */
+static kiln_status output_copy_failed(rt_gpu *g, int i, kiln_status st, base_diag *sub, base_diag *d)
+{
+    char what[256];
+    int last = g->n_pieces ? g->pieces[g->n_pieces - 1].first : 0;
+    describe_launches(g, last, g->prog.n_launches - 1, what, sizeof(what));
+    return base_diag_add(d, st, "copying output %d ('%s') after %s: %s", i, g->a->outputs[i].name, what,
+                         base_diag_text(sub));
+}
+
+/* Enqueues the copies of host outputs: into page-locked buffers directly,
+ * into pageable ones through staging, an event after each chunk. The copies
+ * wait for the kernels before them, so a crashed kernel shows here first. */
 static kiln_status finish_run(rt_gpu *g, void *const *outputs, bool device, base_diag *d)
 {
     const rt_artifact_desc *a = g->a;
+    g->n_chunks = 0;
     for (int i = 0; !device && i < a->n_outputs; i++) {
-        if (!a->outputs[i].nbytes) continue;
+        size_t bytes = a->outputs[i].nbytes;
+        if (!bytes) continue;
+        CUdeviceptr src = g->io_own[a->n_inputs + i];
         base_diag sub;
         base_diag_init(&sub);
-        kiln_status st = rt_cuda_copy_to_host_async(outputs[i], g->io_own[a->n_inputs + i], a->outputs[i].nbytes,
-                                                    g->stream, &sub);
-        if (st != KILN_OK) {
-            char what[256];
-            int last = g->n_pieces ? g->pieces[g->n_pieces - 1].first : 0;
-            describe_launches(g, last, g->prog.n_launches - 1, what, sizeof(what));
-            st = base_diag_add(d, st, "copying output %d ('%s') after %s: %s", i, a->outputs[i].name, what,
-                               base_diag_text(&sub));
+        kiln_status st = KILN_OK;
+        if (!g->stage || rt_cuda_is_page_locked(outputs[i])) {
+            st = rt_cuda_copy_to_host_async(outputs[i], src, bytes, g->stream, &sub);
+        } else {
+            for (size_t off = 0; st == KILN_OK && off < bytes; off += g->chunk_bytes) {
+                KILN_ASSERT(g->n_chunks < g->n_chunk_ev);
+                out_chunk *c = &g->chunks[g->n_chunks];
+                c->dst = (uint8_t *)outputs[i] + off;
+                c->src = g->stage + g->stage_off[i] + off;
+                c->n = KILN_MIN(g->chunk_bytes, bytes - off);
+                c->output = i;
+                st = rt_cuda_copy_to_host_async((void *)c->src, src + off, c->n, g->stream, &sub);
+                if (st == KILN_OK) st = rt_cuda_event_record(g->chunk_ev[g->n_chunks], g->stream, &sub);
+                if (st == KILN_OK) g->n_chunks++;
+            }
         }
+        if (st != KILN_OK) st = output_copy_failed(g, i, st, &sub, d);
         base_diag_free(&sub);
         KILN_TRY(st);
+    }
+    return KILN_OK;
+}
+
+/* Copies each staged chunk to the caller's buffer as soon as it arrives,
+ * while the later ones are still crossing the bus. */
+static kiln_status drain_chunks(rt_gpu *g, base_diag *d)
+{
+    for (int k = 0; k < g->n_chunks; k++) {
+        const out_chunk *c = &g->chunks[k];
+        base_diag sub;
+        base_diag_init(&sub);
+        kiln_status st = rt_cuda_event_sync(g->chunk_ev[k], &sub);
+        if (st != KILN_OK) st = output_copy_failed(g, c->output, st, &sub, d);
+        base_diag_free(&sub);
+        KILN_TRY(st);
+        memcpy(c->dst, c->src, c->n);
     }
     return KILN_OK;
 }
@@ -507,6 +571,27 @@ static kiln_status collect_profile(rt_gpu *g, base_diag *d)
     return KILN_OK;
 }
 
+kiln_status rt_gpu_host_alloc(rt_gpu *g, size_t bytes, void **out, base_diag *d)
+{
+    *out = NULL;
+    KILN_TRY(rt_cuda_ctx_bind(&g->ctx, d));
+    base_diag sub;
+    base_diag_init(&sub);
+    kiln_status st = rt_cuda_host_alloc(bytes, out, &sub);
+    if (st != KILN_OK)
+        st = base_diag_add(d, st, "cannot allocate %zu bytes of page-locked host memory: %s", bytes,
+                           base_diag_text(&sub));
+    base_diag_free(&sub);
+    return st;
+}
+
+void rt_gpu_host_free(rt_gpu *g, void *p)
+{
+    if (!p) return;
+    rt_cuda_ctx_bind(&g->ctx, NULL);
+    rt_cuda_host_free(p);
+}
+
 kiln_status rt_gpu_run(rt_gpu *g, const void *const *inputs, void *const *outputs, bool device, ir_tensor *dyn,
                        base_diag *d)
 {
@@ -528,6 +613,7 @@ kiln_status rt_gpu_run(rt_gpu *g, const void *const *inputs, void *const *output
     }
     if (st == KILN_OK) st = run_pieces(g, dyn, d);
     if (st == KILN_OK) st = finish_run(g, outputs, device, d);
+    if (st == KILN_OK) st = drain_chunks(g, d);
     /* wait also after a failure: nothing of this run may still be running
      * when the caller reuses its buffers */
     char what[256];
@@ -620,8 +706,8 @@ kiln_status rt_gpu_set_profiling(rt_gpu *g, bool on, base_diag *d)
     memset(g->prof_s, 0, (n + 1) * sizeof(double));
     for (size_t k = 0; k < n; k++) {
         if (!g->fns[k] || g->events[2 * k]) continue;
-        kiln_status st = rt_cuda_event_create(&g->events[2 * k], d);
-        if (st == KILN_OK) st = rt_cuda_event_create(&g->events[2 * k + 1], d);
+        kiln_status st = rt_cuda_event_create(&g->events[2 * k], true, d);
+        if (st == KILN_OK) st = rt_cuda_event_create(&g->events[2 * k + 1], true, d);
         if (st != KILN_OK) {
             free_events(g);
             return st;
@@ -909,6 +995,49 @@ static kiln_status alloc_device(rt_gpu *g, base_diag *d)
     return KILN_CU_CHECK(d, g->cu->cuCtxSynchronize());
 }
 
+static void free_staging(rt_gpu *g)
+{
+    for (int k = 0; k < g->n_chunk_ev; k++) rt_cuda_event_free(g->chunk_ev[k]);
+    rt_cuda_host_free(g->stage);
+    base_free(g->chunk_ev);
+    base_free(g->chunks);
+    base_free(g->stage_off);
+    g->stage = NULL;
+    g->chunk_ev = NULL;
+    g->chunks = NULL;
+    g->stage_off = NULL;
+    g->n_chunk_ev = 0;
+}
+
+/* Page-locked staging for host outputs and its events (finish_run's chunks).
+ * Without it (page-locked memory or events refused) outputs are copied
+ * directly, as correctly and more slowly: a load does not fail for it. */
+static void alloc_staging(rt_gpu *g)
+{
+    const rt_artifact_desc *a = g->a;
+    size_t total = 0;
+    for (int i = 0; i < a->n_outputs; i++) total += (a->outputs[i].nbytes + 255) / 256 * 256;
+    if (!total) return;
+    size_t chunk = (total / CHUNKS_PER_RUN + 4095) / 4096 * 4096;
+    g->chunk_bytes = KILN_MAX(chunk, (size_t)CHUNK_MIN_BYTES);
+    int n = 0;
+    for (int i = 0; i < a->n_outputs; i++) n += (int)((a->outputs[i].nbytes + g->chunk_bytes - 1) / g->chunk_bytes);
+    g->stage_off = base_calloc((size_t)a->n_outputs, sizeof(size_t));
+    g->chunk_ev = base_calloc((size_t)n, sizeof(CUevent));
+    g->chunks = base_calloc((size_t)n, sizeof(out_chunk));
+    bool ok = g->stage_off && g->chunk_ev && g->chunks && rt_cuda_host_alloc(total, (void **)&g->stage, NULL) == KILN_OK;
+    for (int k = 0; ok && k < n; k++, g->n_chunk_ev++) ok = rt_cuda_event_create(&g->chunk_ev[k], false, NULL) == KILN_OK;
+    if (!ok) {
+        free_staging(g);
+        return;
+    }
+    size_t off = 0;
+    for (int i = 0; i < a->n_outputs; i++) {
+        g->stage_off[i] = off;
+        off += (a->outputs[i].nbytes + 255) / 256 * 256;
+    }
+}
+
 /* Host mirrors for the segments: the arena (calloc'd: only the pages
  * segments touch are ever backed), the weights they read, the io tensors
  * they bind. */
@@ -982,6 +1111,7 @@ kiln_status rt_gpu_load(const rt_artifact *art, const rt_segment *segs, rt_gpu *
         KILN_TRY(st);
     }
     KILN_TRY(alloc_host_side(g, d));
+    alloc_staging(g);
     /* the cubins pointed into the artifact's buffer, which may go now */
     for (int i = 0; i < g->prog.n_images; i++) g->prog.images[i].cubin = NULL;
     return KILN_OK;
@@ -1005,6 +1135,7 @@ void rt_gpu_free(rt_gpu *g)
         rt_cuda_free(g->gctx);
         rt_cuda_free(g->prof_dev);
         rt_cuda_host_free(g->fail_host);
+        free_staging(g);
         rt_cuda_stream_free(g->stream);
         rt_cuda_ctx_free(&g->ctx);
     }

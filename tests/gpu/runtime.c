@@ -10,7 +10,8 @@
  * the artifact from rt_artifact_encode, and host segments built with the
  * unit tests' model builder. Then, through kiln_rt_load_buffer:
  *   - two kernels (one with 64 KB of dynamic shared memory), run with host
- *     buffers and with device pointers, one CUDA graph per run;
+ *     buffers (pageable, and page-locked from kiln_rt_host_alloc) and with
+ *     device pointers, one CUDA graph per run;
  *   - host segments between kernels (a Relu on the arena, a NonZero on a
  *     model input giving an output of data-dependent shape), in fp32 and
  *     in fp16 storage, with host and device pointers;
@@ -397,15 +398,15 @@ static bool check_nonzero(const kiln_rt_model *m, const float *x)
     return true;
 }
 
-/* Runs m `runs` times with host buffers; true when every output is right. */
-static bool run_host(kiln_rt_model *m, const spec *s, int runs)
+/* Runs m `runs` times on the host buffers x and y (N floats each); true
+ * when every output is right. */
+static bool run_host_on(kiln_rt_model *m, const spec *s, int runs, float *x, float *y)
 {
-    float x[N], y[N];
     const void *in[1] = {x};
     void *out[2] = {y, NULL};
     for (int r = 0; r < runs; r++) {
         make_input(x, r);
-        memset(y, 0xff, sizeof(y));
+        memset(y, 0xff, sizeof(float) * N);
         if (kiln_rt_run(m, in, out) != KILN_OK) {
             printf("       run %d: %s\n", r, kiln_rt_last_error());
             return false;
@@ -414,6 +415,26 @@ static bool run_host(kiln_rt_model *m, const spec *s, int runs)
         if (s->segments && !check_nonzero(m, x)) return false;
     }
     return true;
+}
+
+/* The same on pageable buffers (the output comes through staging). */
+static bool run_host(kiln_rt_model *m, const spec *s, int runs)
+{
+    float x[N], y[N];
+    return run_host_on(m, s, runs, x, y);
+}
+
+/* The same on kiln_rt_host_alloc's page-locked buffers (copied directly). */
+static bool run_pinned(kiln_rt_model *m, const spec *s, int runs)
+{
+    float *x = kiln_rt_host_alloc(m, sizeof(float) * N), *y = kiln_rt_host_alloc(m, sizeof(float) * N);
+    if (!x || !y) printf("       kiln_rt_host_alloc: %s\n", kiln_rt_last_error());
+    bool ok = x && y && rt_cuda_is_page_locked(x) && rt_cuda_is_page_locked(y) && run_host_on(m, s, runs, x, y);
+    ok = kiln_rt_host_free(m, x) == KILN_OK && ok;
+    float local;
+    ok = ok && kiln_rt_host_free(m, &local) == KILN_ERR_INVALID_ARG && !rt_cuda_is_page_locked(&local);
+    /* y is left to kiln_rt_free */
+    return ok;
 }
 
 /* The same with device buffers. */
@@ -506,6 +527,7 @@ static void test_kernels(const images *im)
     check(run_host(m, &s, 50), "50 runs with host buffers");
     check(run_device(m, &s, 20), "20 runs with device pointers");
     check(run_host(m, &s, 5), "host buffers again after device pointers");
+    check(run_pinned(m, &s, 20), "20 runs with kiln_rt_host_alloc's page-locked buffers");
     time_runs(m);
 
     /* profiling: a stage per launch, kernels one by one */
@@ -605,6 +627,7 @@ static void test_segments(const images *im, kiln_gprec prec)
     check(run_host(m, &s, 20), what);
     snprintf(what, sizeof(what), "segments, %s: 10 runs with device pointers", rt_gprec_name(prec));
     check(run_device(m, &s, 10), what);
+    check(run_pinned(m, &s, 10), "segments: 10 runs with page-locked buffers");
     check(kiln_rt_set_profiling(m, 1) == KILN_OK && run_host(m, &s, 3), "segments: profiled runs");
     double seg_s = 0, k_s = 0;
     const char *name = NULL;

@@ -732,6 +732,46 @@ UNIT_TEST(runtime_runs_a_compiled_program)
     }
 }
 
+/* kiln_rt_host_alloc's buffers run like any others; foreign or freed
+ * pointers are refused; kiln_rt_free frees the ones still live. */
+UNIT_TEST(runtime_host_buffers)
+{
+    size_t n;
+    const uint8_t *art = main_artifact(&n);
+    kiln_rt_model *m = NULL;
+    if (!art || kiln_rt_load_buffer(art, n, 2, &m) != KILN_OK) {
+        unit_fail(__FILE__, __LINE__, "load: %s", kiln_rt_last_error());
+        return;
+    }
+    float *x = kiln_rt_host_alloc(m, sizeof(float) * N), *y = kiln_rt_host_alloc(m, sizeof(float) * N);
+    void *spare = kiln_rt_host_alloc(m, 0), *kept = kiln_rt_host_alloc(m, 100);
+    UNIT_CHECK(x && y && spare && kept);
+    UNIT_CHECK((uintptr_t)x % 64 == 0 && (uintptr_t)y % 64 == 0);
+    if (x && y) {
+        const void *in[1] = {x};
+        void *out[1] = {y};
+        int wrong = 0;
+        for (int r = 0; r < 20; r++) {
+            for (int i = 0; i < N; i++) x[i] = 0.25f * (float)(i - 40) - (float)r;
+            memset(y, 0xff, sizeof(float) * N);
+            UNIT_CHECK_EQ_INT(kiln_rt_run(m, in, out), KILN_OK);
+            for (int i = 0; i < N; i++) wrong += y[i] != expected(x[i], 2.0f, i);
+        }
+        UNIT_CHECK_EQ_INT(wrong, 0);
+    }
+    float local;
+    UNIT_CHECK_EQ_INT(kiln_rt_host_free(m, &local), KILN_ERR_INVALID_ARG);
+    UNIT_CHECK_STR_CONTAINS(kiln_rt_last_error(), "not allocated by kiln_rt_host_alloc");
+    UNIT_CHECK_EQ_INT(kiln_rt_host_free(m, spare), KILN_OK);
+    UNIT_CHECK_EQ_INT(kiln_rt_host_free(m, spare), KILN_ERR_INVALID_ARG);
+    UNIT_CHECK_EQ_INT(kiln_rt_host_free(m, NULL), KILN_OK);
+    UNIT_CHECK_EQ_INT(kiln_rt_host_free(NULL, x), KILN_ERR_INVALID_ARG);
+    UNIT_CHECK(kiln_rt_host_alloc(NULL, 16) == NULL);
+    UNIT_CHECK_STR_CONTAINS(kiln_rt_last_error(), "model is NULL");
+    UNIT_CHECK_EQ_INT(kiln_rt_host_free(m, x), KILN_OK);
+    kiln_rt_free(m); /* y and kept still live: freed with the model */
+}
+
 UNIT_TEST(runtime_scratch_is_what_the_code_asks_for)
 {
     /* the compiler may leave the plan's scratch at 0: the code knows it */

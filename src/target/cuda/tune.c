@@ -321,7 +321,7 @@ static kiln_status device_setup(cg_tuner *t, const cg_emitter *e, base_diag *d)
     if (flush < FLUSH_MIN_BYTES) flush = FLUSH_MIN_BYTES;
     t->flush_words = flush / 4;
     KILN_TRY(rt_cuda_alloc(flush, &t->flush, d));
-    for (int i = 0; i < 2 * N_TIMED; i++) KILN_TRY(rt_cuda_event_create(&t->ev[i], d));
+    for (int i = 0; i < 2 * N_TIMED; i++) KILN_TRY(rt_cuda_event_create(&t->ev[i], true, d));
     t->ready = true;
     return KILN_OK;
 }
