@@ -92,7 +92,8 @@ KILN_API kiln_status kiln_rt_run_device(kiln_rt_model *m, const void *const *inp
  * says why). The buffer lives until kiln_rt_host_free or kiln_rt_free(m). */
 KILN_API void *kiln_rt_host_alloc(kiln_rt_model *m, size_t bytes);
 /* Frees a buffer of kiln_rt_host_alloc on m (NULL is fine); not while a
- * run uses it. KILN_ERR_INVALID_ARG for any other pointer. */
+ * run uses it. KILN_ERR_INVALID_ARG for any other pointer. These two may
+ * be called from any thread, also while m runs on another. */
 KILN_API kiln_status kiln_rt_host_free(kiln_rt_model *m, void *p);
 
 /* Output i of the last run: its data, and its actual dtype and shape in

@@ -460,13 +460,18 @@ kiln_status rt_cuda_host_alloc(size_t bytes, void **host, base_diag *d)
     return KILN_CU_CHECK(d, cu->cuMemHostAlloc(host, bytes ? bytes : 1, CU_MEMHOSTALLOC_PORTABLE));
 }
 
-bool rt_cuda_is_page_locked(const void *p)
+rt_cuda_memory rt_cuda_memory_of(const void *p)
 {
     KILN_ASSERT(cu != NULL);
-    unsigned type = 0;
+    unsigned type = 0, managed = 0;
+    CUdeviceptr at = (CUdeviceptr)(uintptr_t)p;
     /* pageable memory: CUDA_ERROR_INVALID_VALUE, which sticks to nothing */
-    return p && cu->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)p) ==
-                    CUDA_SUCCESS && type == CU_MEMORYTYPE_HOST;
+    if (!p || cu->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, at) != CUDA_SUCCESS)
+        return RT_CUDA_PAGEABLE;
+    if (type == CU_MEMORYTYPE_HOST) return RT_CUDA_PAGE_LOCKED;
+    if (type != CU_MEMORYTYPE_DEVICE) return RT_CUDA_PAGEABLE;
+    bool is_managed = cu->cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, at) == CUDA_SUCCESS && managed;
+    return is_managed ? RT_CUDA_PAGEABLE : RT_CUDA_DEVICE_MEMORY;
 }
 
 void rt_cuda_host_free(void *host)

@@ -79,8 +79,8 @@ enum { CU_STREAM_NON_BLOCKING = 1 };                          /* cuStreamCreate 
 enum { CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };             /* CUstreamCaptureMode */
 enum { CU_MEMHOSTALLOC_PORTABLE = 0x01, CU_MEMHOSTALLOC_DEVICEMAP = 0x02 }; /* cuMemHostAlloc flags */
 enum { CU_EVENT_DEFAULT = 0, CU_EVENT_DISABLE_TIMING = 0x02 };             /* cuEventCreate flags */
-enum { CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2 };                             /* CUpointer_attribute */
-enum { CU_MEMORYTYPE_HOST = 1 };                                           /* CUmemorytype */
+enum { CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2, CU_POINTER_ATTRIBUTE_IS_MANAGED = 8 }; /* CUpointer_attribute */
+enum { CU_MEMORYTYPE_HOST = 1, CU_MEMORYTYPE_DEVICE = 2 };                           /* CUmemorytype */
 
 /* Tensor maps (TMA descriptors, sm_90): CUtensorMap and the enum values kiln
  * passes to cuTensorMapEncodeTiled. */
@@ -282,9 +282,11 @@ kiln_status rt_cuda_host_alloc_mapped(size_t bytes, void **host, CUdeviceptr *de
  * free *host with rt_cuda_host_free. */
 kiln_status rt_cuda_host_alloc(size_t bytes, void **host, base_diag *d);
 void rt_cuda_host_free(void *host); /* NULL is fine */
-/* Whether p lies in page-locked host memory (any allocation or
- * registration the driver knows); false for pageable memory. */
-bool rt_cuda_is_page_locked(const void *p);
+/* What p points at, as the driver knows it: page-locked host memory (any
+ * allocation or registration), device memory (not managed), or else
+ * memory only the host reads and writes directly (pageable; managed). */
+typedef enum rt_cuda_memory { RT_CUDA_PAGEABLE, RT_CUDA_PAGE_LOCKED, RT_CUDA_DEVICE_MEMORY } rt_cuda_memory;
+rt_cuda_memory rt_cuda_memory_of(const void *p);
 /* Stream-ordered copies. From pageable host memory the source may be
  * reused as soon as the call returns; into it, the call returns when the
  * copy is done. */

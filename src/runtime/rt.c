@@ -798,31 +798,39 @@ void *kiln_rt_host_alloc(kiln_rt_model *m, size_t bytes)
         return NULL;
     }
     void *p = NULL, *raw = NULL;
+    if (m->gpu) {
+        base_diag d;
+        base_diag_init(&d);
+        kiln_status st = rt_gpu_host_alloc(m->gpu, bytes, &p, &d);
+        if (st != KILN_OK) set_error(st, "kiln_rt_host_alloc: %s", base_diag_text(&d));
+        base_diag_free(&d);
+        if (st != KILN_OK) return NULL;
+    } else {
+        p = rt_calloc_aligned(bytes ? bytes : 1, &raw);
+        if (!p) {
+            set_error(KILN_ERR_OOM, "kiln_rt_host_alloc: out of memory for %zu bytes", bytes);
+            return NULL;
+        }
+    }
+    /* the list only under the lock: allocations may take milliseconds */
     pthread_mutex_lock(&m->host_bufs_lock);
-    kiln_status st = KILN_OK;
-    if (m->n_host_bufs == m->cap_host_bufs) {
+    bool listed = m->n_host_bufs < m->cap_host_bufs;
+    if (!listed) {
         int cap = m->cap_host_bufs ? 2 * m->cap_host_bufs : 8;
         struct host_buf *b = base_realloc(m->host_bufs, (size_t)cap * sizeof(*b));
         if (b) {
             m->host_bufs = b;
             m->cap_host_bufs = cap;
-        } else {
-            st = set_error(KILN_ERR_OOM, "kiln_rt_host_alloc: out of memory");
+            listed = true;
         }
     }
-    if (st == KILN_OK && m->gpu) {
-        base_diag d;
-        base_diag_init(&d);
-        st = rt_gpu_host_alloc(m->gpu, bytes, &p, &d);
-        if (st != KILN_OK) set_error(st, "kiln_rt_host_alloc: %s", base_diag_text(&d));
-        base_diag_free(&d);
-    } else if (st == KILN_OK) {
-        p = rt_calloc_aligned(bytes ? bytes : 1, &raw);
-        if (!p) st = set_error(KILN_ERR_OOM, "kiln_rt_host_alloc: out of memory for %zu bytes", bytes);
-    }
-    if (st == KILN_OK) m->host_bufs[m->n_host_bufs++] = (struct host_buf){p, raw};
+    if (listed) m->host_bufs[m->n_host_bufs++] = (struct host_buf){p, raw};
     pthread_mutex_unlock(&m->host_bufs_lock);
-    return st == KILN_OK ? p : NULL;
+    if (listed) return p;
+    if (m->gpu) rt_gpu_host_free(m->gpu, p);
+    base_free(raw);
+    set_error(KILN_ERR_OOM, "kiln_rt_host_alloc: out of memory");
+    return NULL;
 }
 
 kiln_status kiln_rt_host_free(kiln_rt_model *m, void *p)

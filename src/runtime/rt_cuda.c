@@ -16,10 +16,11 @@
  * piece of kernels becomes one CUDA graph, recorded at the first run, so a
  * run without segments is: clear the fault words, copy the inputs in, one
  * graph launch, copy the outputs out, one stream synchronisation. Host
- * outputs in pageable memory come through page-locked staging in chunks,
- * each copied out on the host while the next crosses the bus (a driver's
- * copy into pageable memory is about half as fast); outputs in page-locked
- * memory (kiln_rt_host_alloc's) are copied into directly. A host
+ * outputs bound for pageable memory come through a small ring of
+ * page-locked staging slots (allocated at load), each slot copied out on
+ * the host, once its event is done, while the next cross the bus (the
+ * driver's own copy into pageable memory is slower); outputs bound for
+ * page-locked memory (kiln_rt_host_alloc's) are copied into directly. A host
  * segment waits for the stream, copies its inputs from the device into
  * host mirrors of the arena and the io tensors (same offsets; the weights
  * are kept on the host where a segment reads them), runs the reference
@@ -74,19 +75,30 @@ typedef struct stage_ref {
     int launch, slot;          /* slot -1: the whole launch */
 } stage_ref;
 
-/* Part of a host output copied through staging: n bytes from src (staging)
- * to dst (the caller's buffer) once its copy's event is done. */
-typedef struct out_chunk {
+/* Staging for host outputs bound for pageable memory: a ring of up to
+ * STAGE_SLOTS page-locked slots. A slot is filled by the copies of pieces of
+ * one or more outputs, then an event; the host copies its pieces out once
+ * the event is done, before the slot is filled again. A piece: n bytes at
+ * `at` in its slot, for dst in the caller's buffer. */
+typedef struct stage_piece {
     uint8_t *dst;
-    const uint8_t *src;
-    size_t n;
+    size_t at, n;
     int output;
-} out_chunk;
+} stage_piece;
 
-/* Staging's chunks: large enough that each copy runs at the bus's speed,
- * few enough that a run records few events. */
-#define CHUNK_MIN_BYTES (64 * 1024)
-#define CHUNKS_PER_RUN 32
+typedef struct stage_slot {
+    CUevent ev;
+    stage_piece *pieces; /* at most one per output */
+    int n_pieces;
+    bool pending;        /* copies enqueued, not yet handed out */
+} stage_slot;
+
+/* Slots large enough that each copy runs at the bus's speed, and a ring
+ * small enough that a model with large outputs pins little memory (at most
+ * STAGE_SLOTS x SLOT_MAX_BYTES). */
+#define STAGE_SLOTS 8
+#define SLOT_MIN_BYTES (64 * 1024)
+#define SLOT_MAX_BYTES (1024 * 1024)
 
 struct rt_gpu {
     const rt_artifact_desc *a; /* borrowed from the model */
@@ -105,16 +117,15 @@ struct rt_gpu {
     CUdeviceptr *io_own;       /* per io tensor: the runtime's buffer (0: the tensor has no bytes) */
     CUdeviceptr *io_cur;       /* what the device io array holds: io_own, or the last device run's pointers */
     bool io_cur_is_own;
+    rt_cuda_memory *io_memory; /* host runs: what each io buffer is (start_run) */
     void *fail_host;           /* KILN_GFAIL_WORDS unsigned (gprog.h); mapped into the device */
     volatile unsigned *fail;
     CUdeviceptr fail_dev;
 
-    uint8_t *stage;            /* page-locked; output o at stage_off[o]; NULL: outputs copied directly */
-    size_t *stage_off;
-    size_t chunk_bytes;
-    CUevent *chunk_ev;         /* one per chunk a run may stage */
-    out_chunk *chunks;         /* the run's staged chunks, in copy order */
-    int n_chunk_ev, n_chunks;
+    uint8_t *stage;            /* page-locked: n_ring slots of slot_bytes; NULL: outputs copied directly */
+    size_t slot_bytes;
+    stage_slot ring[STAGE_SLOTS];
+    int n_ring;
 
     piece *pieces;
     int n_pieces, n_graphs;
@@ -457,6 +468,17 @@ static kiln_status start_run(rt_gpu *g, const void *const *inputs, void *const *
     if (repoint && g->n_io)
         KILN_TRY(rt_cuda_copy_to_device_async(g->io_array, g->io_cur, (size_t)g->n_io * sizeof(CUdeviceptr),
                                               g->stream, d));
+    /* host buffers: what each is, before anything runs */
+    for (int i = 0; !device && i < g->n_io; i++) {
+        bool in = i < a->n_inputs;
+        const kiln_rt_tensor_info *t = in ? &a->inputs[i] : &a->outputs[i - a->n_inputs];
+        g->io_memory[i] = t->nbytes ? rt_cuda_memory_of(in ? inputs[i] : outputs[i - a->n_inputs]) : RT_CUDA_PAGEABLE;
+        if (g->io_memory[i] == RT_CUDA_DEVICE_MEMORY)
+            return base_diag_add(d, KILN_ERR_INVALID_ARG,
+                                 "%s %d ('%s') points at device memory: kiln_rt_run takes host buffers (for device "
+                                 "pointers, kiln_rt_run_device)", in ? "input" : "output", in ? i : i - a->n_inputs,
+                                 t->name);
+    }
     for (int i = 0; !device && i < a->n_inputs; i++)
         if (a->inputs[i].nbytes)
             KILN_TRY(rt_cuda_copy_to_device_async(g->io_own[i], inputs[i], a->inputs[i].nbytes, g->stream, d));
@@ -473,34 +495,46 @@ static kiln_status output_copy_failed(rt_gpu *g, int i, kiln_status st, base_dia
                          base_diag_text(sub));
 }
 
-/* Enqueues the copies of host outputs: into page-locked buffers directly,
- * into pageable ones through staging, an event after each chunk. The copies
- * wait for the kernels before them, so a crashed kernel shows here first. */
-static kiln_status finish_run(rt_gpu *g, void *const *outputs, bool device, base_diag *d)
+/* Waits for a filled slot's copies and hands its pieces to the caller's
+ * buffers. */
+static kiln_status drain_slot(rt_gpu *g, int k, base_diag *d)
 {
-    const rt_artifact_desc *a = g->a;
-    g->n_chunks = 0;
-    for (int i = 0; !device && i < a->n_outputs; i++) {
-        size_t bytes = a->outputs[i].nbytes;
-        if (!bytes) continue;
-        CUdeviceptr src = g->io_own[a->n_inputs + i];
+    stage_slot *s = &g->ring[k];
+    if (!s->pending) return KILN_OK;
+    s->pending = false;
+    base_diag sub;
+    base_diag_init(&sub);
+    kiln_status st = rt_cuda_event_sync(s->ev, &sub);
+    if (st != KILN_OK) st = output_copy_failed(g, s->pieces[0].output, st, &sub, d);
+    base_diag_free(&sub);
+    KILN_TRY(st);
+    for (int i = 0; i < s->n_pieces; i++)
+        memcpy(s->pieces[i].dst, g->stage + (size_t)k * g->slot_bytes + s->pieces[i].at, s->pieces[i].n);
+    s->n_pieces = 0;
+    return KILN_OK;
+}
+
+/* Output i (bytes from src) into the pageable buffer dst through the
+ * staging ring: *cur is the slot being filled, *fill its bytes so far. */
+static kiln_status stage_output(rt_gpu *g, int i, uint8_t *dst, CUdeviceptr src, size_t bytes, int *cur,
+                                size_t *fill, base_diag *d)
+{
+    for (size_t off = 0; off < bytes;) {
+        stage_slot *s = &g->ring[*cur];
+        if (*fill == 0) KILN_TRY(drain_slot(g, *cur, d)); /* its last lap's pieces */
+        size_t n = KILN_MIN(bytes - off, g->slot_bytes - *fill);
         base_diag sub;
         base_diag_init(&sub);
-        kiln_status st = KILN_OK;
-        if (!g->stage || rt_cuda_is_page_locked(outputs[i])) {
-            st = rt_cuda_copy_to_host_async(outputs[i], src, bytes, g->stream, &sub);
-        } else {
-            for (size_t off = 0; st == KILN_OK && off < bytes; off += g->chunk_bytes) {
-                KILN_ASSERT(g->n_chunks < g->n_chunk_ev);
-                out_chunk *c = &g->chunks[g->n_chunks];
-                c->dst = (uint8_t *)outputs[i] + off;
-                c->src = g->stage + g->stage_off[i] + off;
-                c->n = KILN_MIN(g->chunk_bytes, bytes - off);
-                c->output = i;
-                st = rt_cuda_copy_to_host_async((void *)c->src, src + off, c->n, g->stream, &sub);
-                if (st == KILN_OK) st = rt_cuda_event_record(g->chunk_ev[g->n_chunks], g->stream, &sub);
-                if (st == KILN_OK) g->n_chunks++;
-            }
+        kiln_status st = rt_cuda_copy_to_host_async(g->stage + (size_t)*cur * g->slot_bytes + *fill, src + off, n,
+                                                    g->stream, &sub);
+        s->pieces[s->n_pieces++] = (stage_piece){.dst = dst + off, .at = *fill, .n = n, .output = i};
+        *fill += n;
+        off += n;
+        if (st == KILN_OK && *fill == g->slot_bytes) {
+            st = rt_cuda_event_record(s->ev, g->stream, &sub);
+            s->pending = st == KILN_OK;
+            *cur = (*cur + 1) % g->n_ring;
+            *fill = 0;
         }
         if (st != KILN_OK) st = output_copy_failed(g, i, st, &sub, d);
         base_diag_free(&sub);
@@ -509,20 +543,46 @@ static kiln_status finish_run(rt_gpu *g, void *const *outputs, bool device, base
     return KILN_OK;
 }
 
-/* Copies each staged chunk to the caller's buffer as soon as it arrives,
- * while the later ones are still crossing the bus. */
-static kiln_status drain_chunks(rt_gpu *g, base_diag *d)
+/* Copies the host outputs out: into page-locked buffers directly, into
+ * pageable ones through the staging ring, each slot handed out as soon as
+ * its copies are done, while the next cross the bus. The copies wait for the
+ * kernels before them, so a crashed kernel shows here first. */
+static kiln_status finish_run(rt_gpu *g, void *const *outputs, bool device, base_diag *d)
 {
-    for (int k = 0; k < g->n_chunks; k++) {
-        const out_chunk *c = &g->chunks[k];
+    const rt_artifact_desc *a = g->a;
+    int cur = 0;
+    size_t fill = 0;
+    for (int k = 0; k < g->n_ring; k++) {
+        g->ring[k].pending = false;
+        g->ring[k].n_pieces = 0;
+    }
+    for (int i = 0; !device && i < a->n_outputs; i++) {
+        size_t bytes = a->outputs[i].nbytes;
+        if (!bytes) continue;
+        CUdeviceptr src = g->io_own[a->n_inputs + i];
+        if (g->stage && g->io_memory[a->n_inputs + i] == RT_CUDA_PAGEABLE) {
+            KILN_TRY(stage_output(g, i, outputs[i], src, bytes, &cur, &fill, d));
+            continue;
+        }
         base_diag sub;
         base_diag_init(&sub);
-        kiln_status st = rt_cuda_event_sync(g->chunk_ev[k], &sub);
-        if (st != KILN_OK) st = output_copy_failed(g, c->output, st, &sub, d);
+        kiln_status st = rt_cuda_copy_to_host_async(outputs[i], src, bytes, g->stream, &sub);
+        if (st != KILN_OK) st = output_copy_failed(g, i, st, &sub, d);
         base_diag_free(&sub);
         KILN_TRY(st);
-        memcpy(c->dst, c->src, c->n);
     }
+    if (fill > 0) { /* the last slot, part full */
+        base_diag sub;
+        base_diag_init(&sub);
+        stage_slot *s = &g->ring[cur];
+        kiln_status st = rt_cuda_event_record(s->ev, g->stream, &sub);
+        s->pending = st == KILN_OK;
+        if (st != KILN_OK) st = output_copy_failed(g, s->pieces[s->n_pieces - 1].output, st, &sub, d);
+        base_diag_free(&sub);
+        KILN_TRY(st);
+        cur = (cur + 1) % g->n_ring;
+    }
+    for (int k = 0; k < g->n_ring; k++) KILN_TRY(drain_slot(g, (cur + k) % g->n_ring, d)); /* oldest first */
     return KILN_OK;
 }
 
@@ -574,6 +634,9 @@ static kiln_status collect_profile(rt_gpu *g, base_diag *d)
 kiln_status rt_gpu_host_alloc(rt_gpu *g, size_t bytes, void **out, base_diag *d)
 {
     *out = NULL;
+    if (g->broken != KILN_OK)
+        return base_diag_add(d, g->broken, "the GPU cannot be used by this model after an earlier failure: %s",
+                             g->broken_msg);
     KILN_TRY(rt_cuda_ctx_bind(&g->ctx, d));
     base_diag sub;
     base_diag_init(&sub);
@@ -613,7 +676,6 @@ kiln_status rt_gpu_run(rt_gpu *g, const void *const *inputs, void *const *output
     }
     if (st == KILN_OK) st = run_pieces(g, dyn, d);
     if (st == KILN_OK) st = finish_run(g, outputs, device, d);
-    if (st == KILN_OK) st = drain_chunks(g, d);
     /* wait also after a failure: nothing of this run may still be running
      * when the caller reuses its buffers */
     char what[256];
@@ -997,45 +1059,38 @@ static kiln_status alloc_device(rt_gpu *g, base_diag *d)
 
 static void free_staging(rt_gpu *g)
 {
-    for (int k = 0; k < g->n_chunk_ev; k++) rt_cuda_event_free(g->chunk_ev[k]);
+    for (int k = 0; k < g->n_ring; k++) {
+        rt_cuda_event_free(g->ring[k].ev);
+        base_free(g->ring[k].pieces);
+    }
     rt_cuda_host_free(g->stage);
-    base_free(g->chunk_ev);
-    base_free(g->chunks);
-    base_free(g->stage_off);
+    memset(g->ring, 0, sizeof(g->ring));
     g->stage = NULL;
-    g->chunk_ev = NULL;
-    g->chunks = NULL;
-    g->stage_off = NULL;
-    g->n_chunk_ev = 0;
+    g->n_ring = 0;
 }
 
-/* Page-locked staging for host outputs and its events (finish_run's chunks).
- * Without it (page-locked memory or events refused) outputs are copied
- * directly, as correctly and more slowly: a load does not fail for it. */
+/* The staging ring for host outputs (stage_output): slots of 64 KB to 1 MB,
+ * about a 32nd of the outputs' bytes, as many as the outputs fill, at most
+ * STAGE_SLOTS. Without it (page-locked memory or events refused) outputs are
+ * copied directly, as correctly and more slowly: a load does not fail for
+ * it. */
 static void alloc_staging(rt_gpu *g)
 {
     const rt_artifact_desc *a = g->a;
     size_t total = 0;
-    for (int i = 0; i < a->n_outputs; i++) total += (a->outputs[i].nbytes + 255) / 256 * 256;
+    for (int i = 0; i < a->n_outputs; i++) total += a->outputs[i].nbytes; /* each at most 2^40 (artifact.c) */
     if (!total) return;
-    size_t chunk = (total / CHUNKS_PER_RUN + 4095) / 4096 * 4096;
-    g->chunk_bytes = KILN_MAX(chunk, (size_t)CHUNK_MIN_BYTES);
-    int n = 0;
-    for (int i = 0; i < a->n_outputs; i++) n += (int)((a->outputs[i].nbytes + g->chunk_bytes - 1) / g->chunk_bytes);
-    g->stage_off = base_calloc((size_t)a->n_outputs, sizeof(size_t));
-    g->chunk_ev = base_calloc((size_t)n, sizeof(CUevent));
-    g->chunks = base_calloc((size_t)n, sizeof(out_chunk));
-    bool ok = g->stage_off && g->chunk_ev && g->chunks && rt_cuda_host_alloc(total, (void **)&g->stage, NULL) == KILN_OK;
-    for (int k = 0; ok && k < n; k++, g->n_chunk_ev++) ok = rt_cuda_event_create(&g->chunk_ev[k], false, NULL) == KILN_OK;
-    if (!ok) {
-        free_staging(g);
-        return;
+    size_t slot = (total / 32 + 4095) / 4096 * 4096;
+    g->slot_bytes = KILN_MIN(KILN_MAX(slot, (size_t)SLOT_MIN_BYTES), (size_t)SLOT_MAX_BYTES);
+    size_t n = (total + g->slot_bytes - 1) / g->slot_bytes;
+    int n_ring = n < STAGE_SLOTS ? (int)n : STAGE_SLOTS;
+    bool ok = rt_cuda_host_alloc((size_t)n_ring * g->slot_bytes, (void **)&g->stage, NULL) == KILN_OK;
+    for (int k = 0; ok && k < n_ring; k++) {
+        g->n_ring = k + 1; /* freed by free_staging whatever happens next */
+        g->ring[k].pieces = base_calloc((size_t)a->n_outputs, sizeof(stage_piece));
+        ok = g->ring[k].pieces && rt_cuda_event_create(&g->ring[k].ev, false, NULL) == KILN_OK;
     }
-    size_t off = 0;
-    for (int i = 0; i < a->n_outputs; i++) {
-        g->stage_off[i] = off;
-        off += (a->outputs[i].nbytes + 255) / 256 * 256;
-    }
+    if (!ok) free_staging(g);
 }
 
 /* Host mirrors for the segments: the arena (calloc'd: only the pages
@@ -1088,7 +1143,8 @@ kiln_status rt_gpu_load(const rt_artifact *art, const rt_segment *segs, rt_gpu *
     KILN_TRY(plan_pieces(g, d));
     g->io_own = base_calloc((size_t)g->n_io + 1, sizeof(CUdeviceptr));
     g->io_cur = base_calloc((size_t)g->n_io + 1, sizeof(CUdeviceptr));
-    if (!g->io_own || !g->io_cur) return base_diag_add(d, KILN_ERR_OOM, "out of memory loading the model");
+    g->io_memory = base_calloc((size_t)g->n_io + 1, sizeof(rt_cuda_memory));
+    if (!g->io_own || !g->io_cur || !g->io_memory) return base_diag_add(d, KILN_ERR_OOM, "out of memory loading the model");
 
     rt_cuda_device info;
     const rt_gimage *image = NULL;
@@ -1145,6 +1201,7 @@ void rt_gpu_free(rt_gpu *g)
     base_free(g->host_weights);
     base_free(g->io_own);
     base_free(g->io_cur);
+    base_free(g->io_memory);
     base_free(g->pieces);
     base_free(g->fns);
     base_free(g->prof_s);

@@ -84,6 +84,10 @@ expect bench_profile_top 0 "every stage" -- "$kiln" bench "$tmp/add.kiln" --iter
 expect bench_profile_top_bad 1 "bad --profile-top" -- "$kiln" bench "$tmp/add.kiln" --profile-top -3
 expect bench_device_io_needs_cuda 1 "needs --target cuda" -- "$kiln" bench "$tmp/add.kiln" --device-io --target c
 expect bench_device_io_c_artifact 1 "compiled for the cuda target" -- "$kiln" bench "$tmp/add.kiln" --device-io
+expect bench_host_buffers 0 '"io": "aligned"' -- "$kiln" bench "$tmp/add.kiln" --iterations 3 --json
+expect bench_pageable 0 '"io": "pageable"' -- "$kiln" bench "$tmp/add.kiln" --iterations 3 --json --pageable
+expect bench_pageable_device_io 1 "exclude each other" -- "$kiln" bench "$tmp/add.kiln" --pageable --device-io
+expect run_no_pageable 1 "unknown option" -- "$kiln" run "$tmp/add.kiln" --pageable
 expect verify_model 0 "PASS" -- "$kiln" verify "$data/node/test_conv_with_strides_padding/model.onnx"
 "$kiln" run --input "image=$tmp/image5.npy" --output "$tmp/c.npz" --quiet
 "$kiln" run --input "image=$tmp/image5.npy" --output "$tmp/i.npz" --quiet --target interp

@@ -429,10 +429,11 @@ static bool run_pinned(kiln_rt_model *m, const spec *s, int runs)
 {
     float *x = kiln_rt_host_alloc(m, sizeof(float) * N), *y = kiln_rt_host_alloc(m, sizeof(float) * N);
     if (!x || !y) printf("       kiln_rt_host_alloc: %s\n", kiln_rt_last_error());
-    bool ok = x && y && rt_cuda_is_page_locked(x) && rt_cuda_is_page_locked(y) && run_host_on(m, s, runs, x, y);
+    bool ok = x && y && rt_cuda_memory_of(x) == RT_CUDA_PAGE_LOCKED &&
+              rt_cuda_memory_of(y) == RT_CUDA_PAGE_LOCKED && run_host_on(m, s, runs, x, y);
     ok = kiln_rt_host_free(m, x) == KILN_OK && ok;
     float local;
-    ok = ok && kiln_rt_host_free(m, &local) == KILN_ERR_INVALID_ARG && !rt_cuda_is_page_locked(&local);
+    ok = ok && kiln_rt_host_free(m, &local) == KILN_ERR_INVALID_ARG && rt_cuda_memory_of(&local) == RT_CUDA_PAGEABLE;
     /* y is left to kiln_rt_free */
     return ok;
 }
@@ -627,7 +628,8 @@ static void test_segments(const images *im, kiln_gprec prec)
     check(run_host(m, &s, 20), what);
     snprintf(what, sizeof(what), "segments, %s: 10 runs with device pointers", rt_gprec_name(prec));
     check(run_device(m, &s, 10), what);
-    check(run_pinned(m, &s, 10), "segments: 10 runs with page-locked buffers");
+    snprintf(what, sizeof(what), "segments, %s: 10 runs with page-locked buffers", rt_gprec_name(prec));
+    check(run_pinned(m, &s, 10), what);
     check(kiln_rt_set_profiling(m, 1) == KILN_OK && run_host(m, &s, 3), "segments: profiled runs");
     double seg_s = 0, k_s = 0;
     const char *name = NULL;
@@ -671,6 +673,13 @@ static void test_fault(const images *im)
     check(kiln_rt_run_device(m, din_odd, dout) == KILN_ERR_INVALID_ARG &&
               strstr(kiln_rt_last_error(), "is not 16-byte aligned"),
           "a device pointer that is not 16-byte aligned is refused before anything runs");
+    const void *hin[1] = {x};
+    void *hout[1] = {y};
+    check(kiln_rt_run(m, din, hout) == KILN_ERR_INVALID_ARG &&
+              strstr(kiln_rt_last_error(), "input 0 ('x') points at device memory") &&
+              kiln_rt_run(m, hin, dout) == KILN_ERR_INVALID_ARG &&
+              strstr(kiln_rt_last_error(), "output 0 ('y') points at device memory"),
+          "kiln_rt_run refuses device pointers, naming the tensor");
     rt_cuda_free(dx);
     rt_cuda_free(dy);
     kiln_rt_free(m);

@@ -2071,6 +2071,21 @@ static void b_split18(tc *c)
     tc_note(c, "axis=%d num_outputs=%d", axis, k);
 }
 
+/* Three large parts of a float32 [rows, 1024] (0.4 to 2.8 MB in all):
+ * a GPU run's outputs come through its staging ring (rt_cuda.c) in several
+ * laps, a slot holding the end of one output and the start of the next. */
+static void b_split_large(tc *c)
+{
+    int64_t split[3], total = 0;
+    for (int i = 0; i < 3; i++) total += split[i] = rint_(c, 1, 200) + (i == 0 ? 100 : 0);
+    int64_t dims[2] = {total, 1024};
+    tc_input(c, "x", KILN_F32, 2, dims, G_NORMAL);
+    tc_ints(c, "split", 3, split);
+    for (int i = 0; i < 3; i++) tc_out(c, tc_str(c, "y%d", i));
+    ai(c, tc_node(c, "Split", "x,split", "y0,y1,y2"), "axis", 0);
+    tc_note(c, "rows %lld + %lld + %lld of 1024", (long long)split[0], (long long)split[1], (long long)split[2]);
+}
+
 static void b_slice(tc *c)
 {
     int64_t dims[IR_MAX_RANK], starts[IR_MAX_RANK], ends[IR_MAX_RANK], axes[IR_MAX_RANK], steps[IR_MAX_RANK];
@@ -3256,6 +3271,7 @@ static const op_case case_table[] = {
     CASE("Concat", b_concat),
     CASE_OP("Split", b_split, "Split", 13),
     CASE_OP("Split/num_outputs", b_split18, "Split", 18),
+    CASE_OP("Split/large_outputs", b_split_large, "Split", 13),
     CASE("Slice", b_slice),
     CASE("Gather", b_gather),
     CASE("Expand", b_expand),
