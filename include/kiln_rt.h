@@ -84,12 +84,13 @@ KILN_API kiln_status kiln_rt_run_device(kiln_rt_model *m, const void *const *inp
 
 /* Host memory for the inputs and outputs of kiln_rt_run, from this
  * model: for "cuda" artifacts page-locked (pinned) memory of the model's
- * device, which the copies of a run move at the bus's full speed, without
- * staging (on an H100 600 KB took 13-18 us instead of 40-75 from or
- * into malloc'd memory); for target "c" 64-byte aligned memory. Any buffer works with
- * kiln_rt_run; these make its copies fastest. Page-locked memory is scarce:
- * allocate once, reuse every run. NULL on failure (kiln_rt_last_error()
- * says why). The buffer lives until kiln_rt_host_free or kiln_rt_free(m). */
+ * device, which a run's copies move at the bus's full speed, without
+ * staging (on an H100, 600 KB took 13-18 us instead of 40-75 from or into
+ * malloc'd memory); for target "c" 64-byte aligned memory. Any host buffer
+ * works with kiln_rt_run; these make its copies fastest. Page-locked
+ * memory is scarce: allocate once, reuse every run. NULL on failure
+ * (kiln_rt_last_error() says why). The buffer lives until
+ * kiln_rt_host_free or kiln_rt_free(m). */
 KILN_API void *kiln_rt_host_alloc(kiln_rt_model *m, size_t bytes);
 /* Frees a buffer of kiln_rt_host_alloc on m (NULL is fine); not while a
  * run uses it. KILN_ERR_INVALID_ARG for any other pointer. These two may
