@@ -470,8 +470,10 @@ rt_cuda_memory rt_cuda_memory_of(const void *p)
         return RT_CUDA_PAGEABLE;
     if (type == CU_MEMORYTYPE_HOST) return RT_CUDA_PAGE_LOCKED;
     if (type != CU_MEMORYTYPE_DEVICE) return RT_CUDA_PAGEABLE;
-    bool is_managed = cu->cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, at) == CUDA_SUCCESS && managed;
-    return is_managed ? RT_CUDA_PAGEABLE : RT_CUDA_DEVICE_MEMORY;
+    /* managed memory is the host's too */
+    if (cu->cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, at) == CUDA_SUCCESS && managed)
+        return RT_CUDA_PAGEABLE;
+    return RT_CUDA_DEVICE_MEMORY;
 }
 
 void rt_cuda_host_free(void *host)

@@ -8,9 +8,9 @@
  * image for its compute capability loaded, every kernel looked up (with the
  * dynamic shared memory limit raised where a launch needs more than 48 KB),
  * and ONE device arena, the weights (uploaded once), a buffer per model
- * input and output, the io pointer array, the kernels' context (kiln_gctx)
- * and the fault words (mapped host memory the host reads without a copy)
- * are allocated.
+ * input and output, the io pointer array, the kernels' context (kiln_gctx),
+ * the fault words (mapped host memory the host reads without a copy) and
+ * a ring of page-locked staging slots for host outputs are allocated.
  *
  * The program is a list of launches cut by host segments into pieces: a
  * piece of kernels becomes one CUDA graph, recorded at the first run, so a
@@ -1144,7 +1144,8 @@ kiln_status rt_gpu_load(const rt_artifact *art, const rt_segment *segs, rt_gpu *
     g->io_own = base_calloc((size_t)g->n_io + 1, sizeof(CUdeviceptr));
     g->io_cur = base_calloc((size_t)g->n_io + 1, sizeof(CUdeviceptr));
     g->io_memory = base_calloc((size_t)g->n_io + 1, sizeof(rt_cuda_memory));
-    if (!g->io_own || !g->io_cur || !g->io_memory) return base_diag_add(d, KILN_ERR_OOM, "out of memory loading the model");
+    if (!g->io_own || !g->io_cur || !g->io_memory)
+        return base_diag_add(d, KILN_ERR_OOM, "out of memory loading the model");
 
     rt_cuda_device info;
     const rt_gimage *image = NULL;
