@@ -514,6 +514,18 @@ static kiln_status drain_slot(rt_gpu *g, int k, base_diag *d)
     return KILN_OK;
 }
 
+/* Ends the filling of slot *cur: an event after its copies, then the next
+ * slot. */
+static kiln_status close_slot(rt_gpu *g, int *cur, size_t *fill, base_diag *d)
+{
+    stage_slot *s = &g->ring[*cur];
+    kiln_status st = rt_cuda_event_record(s->ev, g->stream, d);
+    s->pending = st == KILN_OK;
+    *cur = (*cur + 1) % g->n_ring;
+    *fill = 0;
+    return st;
+}
+
 /* Output i (bytes from src) into the pageable buffer dst through the
  * staging ring: *cur is the slot being filled, *fill its bytes so far. */
 static kiln_status stage_output(rt_gpu *g, int i, uint8_t *dst, CUdeviceptr src, size_t bytes, int *cur,
@@ -530,12 +542,7 @@ static kiln_status stage_output(rt_gpu *g, int i, uint8_t *dst, CUdeviceptr src,
         s->pieces[s->n_pieces++] = (stage_piece){.dst = dst + off, .at = *fill, .n = n, .output = i};
         *fill += n;
         off += n;
-        if (st == KILN_OK && *fill == g->slot_bytes) {
-            st = rt_cuda_event_record(s->ev, g->stream, &sub);
-            s->pending = st == KILN_OK;
-            *cur = (*cur + 1) % g->n_ring;
-            *fill = 0;
-        }
+        if (st == KILN_OK && *fill == g->slot_bytes) st = close_slot(g, cur, fill, &sub);
         if (st != KILN_OK) st = output_copy_failed(g, i, st, &sub, d);
         base_diag_free(&sub);
         KILN_TRY(st);
@@ -574,13 +581,12 @@ static kiln_status finish_run(rt_gpu *g, void *const *outputs, bool device, base
     if (fill > 0) { /* the last slot, part full */
         base_diag sub;
         base_diag_init(&sub);
-        stage_slot *s = &g->ring[cur];
-        kiln_status st = rt_cuda_event_record(s->ev, g->stream, &sub);
-        s->pending = st == KILN_OK;
-        if (st != KILN_OK) st = output_copy_failed(g, s->pieces[s->n_pieces - 1].output, st, &sub, d);
+        const stage_slot *s = &g->ring[cur];
+        int last = s->pieces[s->n_pieces - 1].output;
+        kiln_status st = close_slot(g, &cur, &fill, &sub);
+        if (st != KILN_OK) st = output_copy_failed(g, last, st, &sub, d);
         base_diag_free(&sub);
         KILN_TRY(st);
-        cur = (cur + 1) % g->n_ring;
     }
     for (int k = 0; k < g->n_ring; k++) KILN_TRY(drain_slot(g, (cur + k) % g->n_ring, d)); /* oldest first */
     return KILN_OK;
