@@ -673,7 +673,7 @@ int main(int argc, char **argv)
         j->s = s;
         problem_of(s, &j->g);
         problem_tma(s, &j->g);
-        j->n_cands = gemm_candidates(&j->g, &dv_gpu, j->cands);
+        j->n_cands = gemm_candidates(&j->g, &dv_gpu, false, j->cands);
         j->heuristic = gemm_heuristic(&j->g, j->cands, j->n_cands, &dv_gpu, 0, false);
         if (rank_only) {
             char hn[64];

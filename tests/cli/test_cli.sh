@@ -250,7 +250,8 @@ PY
     # and residual): four splits of K on the blocks of a cluster, summed in
     # its shared memory (kg_gemm_wgt_csum); not in a persistent kernel, nor
     # in float32 (no TMA product)
-    python3 - "$tmp/ffn2b1.onnx" <<'PY'
+    # (and ViT-B/16's, 197 rows: ffn2vit.onnx)
+    python3 - "$tmp/ffn2b1.onnx" "$tmp/ffn2vit.onnx" <<'PY'
 import sys
 import numpy as np
 import onnx
@@ -258,12 +259,13 @@ from onnx import TensorProto, helper, numpy_helper
 rng = np.random.default_rng(0)
 w = numpy_helper.from_array(rng.standard_normal((3072, 768)).astype(np.float32), "w")
 b = numpy_helper.from_array(rng.standard_normal(768).astype(np.float32), "b")
-g = helper.make_graph([helper.make_node("Relu", ["x"], ["h"]), helper.make_node("MatMul", ["h", "w"], ["t"]),
-                       helper.make_node("Add", ["t", "b"], ["u"]), helper.make_node("Add", ["u", "r"], ["y"])], "ffn2b1",
-                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [128, 3072]),
-                       helper.make_tensor_value_info("r", TensorProto.FLOAT, [128, 768])],
-                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [128, 768])], [w, b])
-onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+for path, rows in zip(sys.argv[1:], (128, 197)):
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["h"]), helper.make_node("MatMul", ["h", "w"], ["t"]),
+                           helper.make_node("Add", ["t", "b"], ["u"]), helper.make_node("Add", ["u", "r"], ["y"])],
+                          "ffn2", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [rows, 3072]),
+                                   helper.make_tensor_value_info("r", TensorProto.FLOAT, [rows, 768])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [rows, 768])], [w, b])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
 PY
     expect cuda_csum_listed 0 "4 splits, summed in a cluster" -- "$kiln" inspect "$tmp/ffn2b1.onnx" --schedule waves \
         --precision fp16
@@ -278,6 +280,15 @@ PY
             '$tmp/ffn2b1.onnx' --schedule ${p%:*} --precision ${p#*:}) && printf '%s' \"\$out\" | grep -q '\[kg_gemm' \
             && ! printf '%s' \"\$out\" | grep -q 'summed in a cluster' && echo 'product, not summed in a cluster'"
     done
+    # a persistent kernel runs no clusters: there ViT's product splits its
+    # 128 x 64 tiles (two warpgroups of the 256-thread block) through the
+    # split-K workspace (FFN2's rTask 11.7 -> 8.9 us against 64 x 48 tiles
+    # in two splits, ViT-B/16 mono 664-667 -> 643-653 us on an H100); the
+    # kernel compiles for sm_80 too, where kg_gemm_tc sums the same tiles
+    expect cuda_mono_wide_split 0 "128x64x64 (TMA), 8 stages, 4 splits]" -- "$kiln" inspect "$tmp/ffn2vit.onnx" \
+        --schedule mono --precision fp16
+    expect cuda_mono_wide_split_compiles 0 "sm_80" -- "$kiln" compile "$tmp/ffn2vit.onnx" -o "$tmp/ffn2vit.kiln" \
+        --target cuda --precision fp16 --schedule mono
     # mono: the TMA product's member names its tensor maps (1 + the first),
     # which the loop asks for while the block waits for the Relu
     expect cuda_mono_tmap_member 0 "1" -- sh -c "'$kiln' compile '$tmp/ffn2.onnx' -o '$tmp/ffn2m.kiln' --target cuda \

@@ -396,9 +396,11 @@ static int64_t cluster_room(const gemm_cfg *c, const cg_gpu *gpu)
  * (at most 8 blocks, the portable size), summed in its shared memory (cs),
  * where each split is at least 12 k-tiles deep and the clusters fit at once
  * (cluster_room): on an H100 the shorter ones lost to unsplit tiles in
- * every case of BERT b1's and ViT-B/16's 768-deep products.
- * Appended to cands; returns the new count. */
-static int add_splits(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *cands, int n)
+ * every case of BERT b1's and ViT-B/16's 768-deep products. In a
+ * persistent kernel (`persistent`), which runs no clusters, those TMA
+ * tiles split through the workspace instead. Appended to cands; returns
+ * the new count. */
+static int add_splits(const gemm_problem *g, const cg_gpu *gpu, bool persistent, gemm_cfg *cands, int n)
 {
     int n_sms = gpu->n_sms > 0 ? gpu->n_sms : 132, base = n;
     for (int i = 0; i < base; i++) {
@@ -419,7 +421,7 @@ static int add_splits(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *cands,
                 continue;
             gemm_cfg v = *c;
             v.splits = sp;
-            if (!wide) cands[n++] = v;
+            if (!wide || persistent) cands[n++] = v;
             if (c->kind == GEMM_WGT && sp <= 8 && k_tiles >= 12 * sp && tiles * sp <= cluster_room(c, gpu) &&
                 n < MAX_CANDS) {
                 v.cs = 1;
@@ -458,8 +460,8 @@ static int add_clusters(const gemm_problem *g, gemm_cfg *cands, int n)
  * first, when the operands allow it: the 64-deep ones of the same table),
  * and of the mma.sync ones only those smaller than 128 x 128 (for small
  * problems). Deterministic: the tuner's candidate indices refer to this
- * list. */
-static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *out)
+ * list. persistent: add_splits'. */
+static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, bool persistent, gemm_cfg *out)
 {
     const gemm_cfg *tables[4] = {simt_table, NULL, NULL, NULL};
     int sizes[4] = {(int)KILN_COUNT(simt_table), 0, 0, 0}, n = 0;
@@ -497,7 +499,7 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, gemm_cfg *o
             out[n++] = c;
         }
     if (n == 0) out[n++] = g->tc ? tc_table[KILN_COUNT(tc_table) - 5] : simt_table[3]; /* 32 x 32 / 64 x 64 */
-    return add_clusters(g, out, add_splits(g, gpu, out, n));
+    return add_clusters(g, out, add_splits(g, gpu, persistent, out, n));
 }
 
 /* The registers a thread of c's template needs and ptxas cannot spill:
@@ -526,7 +528,7 @@ static bool fits_regs(const gemm_cfg *c, int regs) { return acc_regs(c) <= regs;
 static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_block, int regs, bool narrow,
                             int share, gemm_cfg *out)
 {
-    int n = gemm_candidates(g, gpu, out), kept = 0;
+    int n = gemm_candidates(g, gpu, want_block > 0, out), kept = 0;
     if (!want_block && share < 2) return n;
     for (int i = 0; i < n; i++) {
         const int threads = cfg_threads(&out[i]);
@@ -534,7 +536,7 @@ static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_b
         if (sized && cfg_cluster(&out[i]) < 2 && fits_regs(&out[i], regs)) out[kept++] = out[i];
     }
     if (kept > 0) return kept;
-    if (!want_block) return gemm_candidates(g, gpu, out); /* only clusters fit: share nothing */
+    if (!want_block) return gemm_candidates(g, gpu, false, out); /* only clusters fit: share nothing */
     const gemm_cfg *tables[2] = {simt_table, NULL};
     int sizes[2] = {(int)KILN_COUNT(simt_table), 0};
     if (g->tc) {
@@ -554,7 +556,7 @@ static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_b
         }
     if (kept > 0) return kept;
     /* no tile of want_block threads: any within the registers, else any */
-    n = gemm_candidates(g, gpu, out);
+    n = gemm_candidates(g, gpu, true, out);
     for (int i = 0; i < n; i++)
         if (fits_regs(&out[i], regs)) out[kept++] = out[i];
     return kept > 0 ? kept : n; /* none fits: out still holds all n */
