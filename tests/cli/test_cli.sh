@@ -287,8 +287,30 @@ PY
     # kernel compiles for sm_80 too, where kg_gemm_tc sums the same tiles
     expect cuda_mono_wide_split 0 "128x64x64 (TMA), 8 stages, 4 splits]" -- "$kiln" inspect "$tmp/ffn2vit.onnx" \
         --schedule mono --precision fp16
-    expect cuda_mono_wide_split_compiles 0 "sm_80" -- "$kiln" compile "$tmp/ffn2vit.onnx" -o "$tmp/ffn2vit.kiln" \
-        --target cuda --precision fp16 --schedule mono
+    expect cuda_mono_wide_split_compiles 0 "g.csum = 0;" -- sh -c "'$kiln' compile '$tmp/ffn2vit.onnx' \
+        -o '$tmp/ffn2vit.kiln' --target cuda --precision fp16 --schedule mono --emit-source '$tmp/fvsrc' >/dev/null 2>&1 \
+        && grep -q 'kg_gemm_wgt(&g, tm, tn, 128, 64, 8)' '$tmp/fvsrc/model.cu' && grep -o 'g.splits = 4;.*' '$tmp/fvsrc/model.cu'"
+    # three identical products side by side (separate query, key and value
+    # at ViT's 197 rows) keep to splits whose workspace places all fit at
+    # once: in 128 x 128 tiles in 3 splits each took a stage of its own
+    python3 - "$tmp/qkv3.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+inits, nodes, outs = [], [helper.make_node("Tanh", ["x"], ["h"])], []
+for i in range(3):
+    inits += [numpy_helper.from_array(rng.standard_normal((768, 768)).astype(np.float32), "w%d" % i),
+              numpy_helper.from_array(rng.standard_normal(768).astype(np.float32), "b%d" % i)]
+    nodes += [helper.make_node("MatMul", ["h", "w%d" % i], ["t%d" % i]),
+              helper.make_node("Add", ["t%d" % i, "b%d" % i], ["y%d" % i])]
+    outs.append(helper.make_tensor_value_info("y%d" % i, TensorProto.FLOAT, [197, 768]))
+g = helper.make_graph(nodes, "qkv3", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [197, 768])], outs, inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_mono_share_splits_fit 0 "a multiprocessor), 2 stages" -- "$kiln" inspect "$tmp/qkv3.onnx" --schedule mono \
+        --precision fp16
     # mono: the TMA product's member names its tensor maps (1 + the first),
     # which the loop asks for while the block waits for the Relu
     expect cuda_mono_tmap_member 0 "1" -- sh -c "'$kiln' compile '$tmp/ffn2.onnx' -o '$tmp/ffn2m.kiln' --target cuda \

@@ -406,9 +406,10 @@ static int add_splits(const gemm_problem *g, const cg_gpu *gpu, bool persistent,
     for (int i = 0; i < base; i++) {
         const gemm_cfg *c = &cands[i];
         int64_t tiles = cfg_tiles(g, c), k_tiles = cdiv(g->k, c->bk);
-        /* wider tiles split in clusters only, and only 64 or 128 wide: the
-         * sm_80 image runs a 96-wide one as two strips of kg_gemm_tc, which
-         * would share one tile's place in the split-K workspace */
+        /* wider tiles split in clusters (or, in a persistent kernel, through
+         * the workspace) only, and only 64 or 128 wide: the sm_80 image runs
+         * a 96-wide one as two strips of kg_gemm_tc, which would share one
+         * tile's place in the split-K workspace */
         bool wide = c->bm * c->bn > 64 * 64;
         bool splittable = (c->kind == GEMM_WGT || c->kind == GEMM_TC) &&
                           (!wide || (c->kind == GEMM_WGT && c->bm <= 128 && c->bn <= 128 && c->bn % 64 == 0 &&
@@ -520,11 +521,25 @@ static bool fits_regs(const gemm_cfg *c, int regs) { return acc_regs(c) <= regs;
  * clusters when the rOperator shares its
  * kernel: in a persistent one (want_block) or beside share - 1 identical
  * products (plan_gemm_share; a clustered rOperator is a kernel of its own),
- * and within regs registers a thread (cg_mono_regs: fits_regs).
+ * and within regs registers a thread (cg_mono_regs: fits_regs), and
+ * without splits through the workspace that share copies of would not
+ * fit in it together (fits_share).
  * When none is left (a small problem whose fitting tiles are all
  * narrower), the tiles of that many threads the problem allows at all,
  * larger than it or not: idle threads cost less than a kernel of its own
  * under --schedule=mono. Else all of them. */
+/* Whether share identical products in c's tiles, side by side in one wave
+ * or stage, fit the split-K workspace together: else cg_splitk_place puts
+ * them at overlapping places and emit.c runs them one after another (three
+ * 197 x 768 x 768 products in 128 x 128 tiles in 3 splits took a stage
+ * each). */
+static bool fits_share(const gemm_problem *g, const gemm_cfg *c, int share)
+{
+    return c->splits < 2 || c->cs ||
+           ((int64_t)share * cfg_rtasks(g, c) * c->bm * c->bn <= CG_SPLITK_WS_FLOATS &&
+            (int64_t)share * cfg_tiles(g, c) <= CG_SPLITK_SEMS);
+}
+
 static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_block, int regs, bool narrow,
                             int share, gemm_cfg *out)
 {
@@ -533,7 +548,8 @@ static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_b
     for (int i = 0; i < n; i++) {
         const int threads = cfg_threads(&out[i]);
         bool sized = !want_block || threads == want_block || (narrow && cfg_narrow(&out[i]) && threads < want_block);
-        if (sized && cfg_cluster(&out[i]) < 2 && fits_regs(&out[i], regs)) out[kept++] = out[i];
+        if (sized && cfg_cluster(&out[i]) < 2 && fits_regs(&out[i], regs) && fits_share(g, &out[i], share))
+            out[kept++] = out[i];
     }
     if (kept > 0) return kept;
     if (!want_block) return gemm_candidates(g, gpu, false, out); /* only clusters fit: share nothing */
