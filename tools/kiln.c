@@ -592,6 +592,10 @@ static int cmd_inspect(int argc, char **argv)
                 for (int k = 0; k < SCHED_GROUP_KIND_COUNT; k++)
                     if (kinds[k]) printf(" %s %d", sched_group_kind_name((sched_group_kind)k), kinds[k]);
                 printf("; %d nodes in %s\n", n_fb, t == 0 ? "fallback segments" : "host segments");
+                /* the first plan merges them (pass_cse), for every target */
+                if (p.merged_nodes)
+                    printf("repeats    %d node%s identical to an earlier one (same op, attributes and inputs) "
+                           "left out\n", p.merged_nodes, p.merged_nodes == 1 ? "" : "s");
                 /* the GPU leaves only data-dependent ops to the host: say which */
                 int shown = 0;
                 for (int i = 0; t > 0 && i < p.n_groups; i++) {
@@ -924,11 +928,17 @@ static const char *temp_artifact(char *buf, size_t n)
 /* Loads an ONNX model (or the embedded one), compiles it to a temporary
  * artifact and loads that; also hands back the model and the inputs. */
 static kiln_status prepare_compiled(const cli_args *a, ir_model **m, ir_tensor *ins, kiln_rt_model **rm,
-                                    api_compile_report *rep, base_diag *d)
+                                    api_compile_report *rep, ir_tensor *ref, base_diag *d)
 {
     KILN_TRY(load_model(a->path, m, d));
     KILN_TRY(onnx_check_support((*m)->graph, d));
     KILN_TRY(graph_inputs((*m)->graph, a, ins, d));
+    if (ref) {
+        /* the reference comes from the graph as the model gave it: the
+         * compile rewires it (pass_cse), and a wrong rewiring must show */
+        ir_interp_opts opts = {.seed = a->seed};
+        KILN_TRY(ir_interp_run((*m)->graph, ins, ref, &opts, d));
+    }
     char tmp[512];
     if (!temp_artifact(tmp, sizeof(tmp))) return base_diag_add(d, KILN_ERR_IO, "cannot make a temporary file");
     kiln_status st = compile_model(*m, a, tmp, rep, d);
@@ -1068,7 +1078,7 @@ static int cmd_run(int argc, char **argv)
         if (st == KILN_OK) st = ir_interp_run(m->graph, ins, outs, &opts, &d);
         t1 = now_s();
     } else {
-        st = prepare_compiled(&a, &m, ins, &rm, &rep, &d);
+        st = prepare_compiled(&a, &m, ins, &rm, &rep, a.check ? ref : NULL, &d);
         double f0 = now_s();
         if (st == KILN_OK) st = artifact_run(rm, ins, outs, &d);
         first = now_s() - f0;
@@ -1091,11 +1101,7 @@ static int cmd_run(int argc, char **argv)
                        (double)rep.arena_bytes / 1e6, where(rm, wbuf, sizeof(wbuf)), (t1 - t0) * 1e3, first * 1e3);
             for (int i = 0; i < g->n_outputs; i++) print_summary(g->outputs[i]->name, &outs[i]);
         }
-        if (a.check && !interp) {
-            ir_interp_opts opts = {.seed = a.seed};
-            st = ir_interp_run(g, ins, ref, &opts, &d);
-            if (st == KILN_OK) same = compare_outputs(g, outs, ref, a.precision, a.quiet);
-        }
+        if (a.check && !interp) same = compare_outputs(g, outs, ref, a.precision, a.quiet); /* ref: prepare_compiled */
         if (st == KILN_OK && a.out_path) {
             const char *names[IR_EVAL_MAX_IO] = {0};
             for (int i = 0; i < g->n_outputs; i++) names[i] = g->outputs[i]->name;
@@ -1343,7 +1349,7 @@ static int cmd_bench(int argc, char **argv)
     double *lat = base_malloc((size_t)a.iterations * sizeof(double));
     kiln_status st = lat ? KILN_OK : KILN_ERR_OOM;
     bool compiled = !is_artifact(a.path);
-    if (st == KILN_OK && compiled) st = prepare_compiled(&a, &m, ins, &rm, &rep, &d);
+    if (st == KILN_OK && compiled) st = prepare_compiled(&a, &m, ins, &rm, &rep, NULL, &d);
     else if (st == KILN_OK) {
         st = kiln_rt_load(a.path, a.threads, &rm);
         if (st != KILN_OK) rt_error(st, &d);
@@ -1670,10 +1676,8 @@ static int cmd_verify(int argc, char **argv)
     kiln_rt_model *rm = NULL;
     ir_tensor ins[IR_EVAL_MAX_IO] = {{0}}, outs[IR_EVAL_MAX_IO] = {{0}}, ref[IR_EVAL_MAX_IO] = {{0}};
     api_compile_report rep;
-    kiln_status st = prepare_compiled(&a, &m, ins, &rm, &rep, &d);
+    kiln_status st = prepare_compiled(&a, &m, ins, &rm, &rep, ref, &d);
     if (st == KILN_OK) st = artifact_run(rm, ins, outs, &d);
-    ir_interp_opts opts = {.seed = a.seed};
-    if (st == KILN_OK) st = ir_interp_run(m->graph, ins, ref, &opts, &d);
     bool same = false;
     if (st == KILN_OK) {
         printf("verify %s: %s target (%d stages, %d nodes in fallback segments) against the reference interpreter\n",

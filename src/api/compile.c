@@ -32,7 +32,10 @@ kiln_status api_plan(ir_graph *g, const target *t, const char *schedule, sched_p
         if (v->shape_known && !v->is_const) v->t.nbytes = (size_t)ir_numel(&v->t) * ir_dtype_size(v->t.dtype);
     }
     pass_support s = {.can_compile = t->can_compile, .patterns = t->patterns};
-    kiln_status st = pass_partition(g, &s, p, a, d);
+    int merged = 0;
+    kiln_status st = pass_cse(g, &merged, d);
+    if (st == KILN_OK) st = pass_partition(g, &s, p, a, d);
+    p->merged_nodes = merged;
     const bool by_wave = t->plan_by_wave && t->plan_by_wave(schedule);
     if (st == KILN_OK) st = sched_plan_memory(g, p, a, by_wave, d);
     if (st != KILN_OK) sched_program_free(p);
@@ -107,8 +110,12 @@ kiln_status api_compile(ir_model *m, const api_compile_opts *o, const char *out_
     rep->weight_bytes = p.weight_bytes;
     if (o->progress) {
         char line[256];
-        snprintf(line, sizeof(line), "partitioned into %d groups (%d nodes in fallback segments); arena %.1f MB",
-                 p.n_groups, rep->n_fallback_nodes, (double)p.arena_bytes / 1e6);
+        char repeats[64] = "";
+        if (p.merged_nodes)
+            snprintf(repeats, sizeof(repeats), "; %d repeated node%s left out", p.merged_nodes,
+                     p.merged_nodes == 1 ? "" : "s");
+        snprintf(line, sizeof(line), "partitioned into %d groups (%d nodes in fallback segments%s); arena %.1f MB",
+                 p.n_groups, rep->n_fallback_nodes, repeats, (double)p.arena_bytes / 1e6);
         o->progress(o->progress_user, line);
     }
     /* weights blob */

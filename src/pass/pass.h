@@ -35,6 +35,14 @@ typedef struct pass_support {
  * whose results no graph output depends on are left out. */
 kiln_status pass_partition(ir_graph *g, const pass_support *s, sched_program *p, base_arena *a, base_diag *d);
 
+/* Common subexpressions (cse.c): every reader of a node identical to an
+ * earlier one (same op, attributes and inputs, constants compared by
+ * their bytes; not random ops, unknown ops, ops with subgraphs, folded
+ * nodes or graph outputs) reads the earlier one's outputs instead, which
+ * leaves the repeat dead for pass_partition. OUT: *merged, how many. A
+ * second run on the same graph merges nothing more. */
+kiln_status pass_cse(ir_graph *g, int *merged, base_diag *d);
+
 /* Activations a contraction epilogue can apply (the c target's kc_act has
  * the same order, checked there). */
 typedef enum pass_act {

@@ -66,6 +66,7 @@ typedef struct sched_program {
     uint64_t arena_bytes;
     uint64_t weight_bytes;
     int n_values;
+    int merged_nodes;     /* repeated nodes pass_cse left out (api_plan) */
 } sched_program;
 
 /* Frees what the program owns outside the arena (its arrays). */

@@ -192,10 +192,37 @@ if ! "$kiln" devices >/dev/null 2>&1; then
     expect tune_mono_no_gpu 7 "there is none here" -- "$kiln" tune "$mm" --schedule mono --configs 128x1,256x3
 fi
 
-# The cuda target stores a GEMM's [k, n] weight transposed ([n, k], K-major
-# for the TMA tiles) when nothing else reads it; a weight two MatMuls share
-# stays as it is. NVRTC compiles without a GPU (then for an sm_90 default).
 if python3 -c "import onnx" 2>/dev/null; then
+    # repeated nodes (pass_cse): Hugging Face's BERT computes its attention
+    # mask's Where in every layer; here three Wheres on equal constants of
+    # other names, a Relu of each (merged: 4 of the 6), a Where of another
+    # constant and a Neg that is a graph output (kept)
+    python3 - "$tmp/repeats.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+consts = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in
+          (("c1", -1e4), ("c2", -1e4), ("c3", -1e4), ("c4", -5.0))]
+nodes = [helper.make_node("Where", ["m", "x", c], [w]) for c, w in (("c1", "w1"), ("c2", "w2"), ("c3", "w3"),
+                                                                     ("c4", "w4"))]
+nodes += [helper.make_node("Relu", [w], ["r" + w]) for w in ("w1", "w2", "w3")]
+nodes += [helper.make_node("Sum", ["rw1", "rw2", "rw3", "w4"], ["y"]), helper.make_node("Neg", ["x"], ["n1"]),
+          helper.make_node("Neg", ["x"], ["n2"]), helper.make_node("Add", ["n1", "y"], ["z"])]
+g = helper.make_graph(nodes, "repeats", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64]),
+                                         helper.make_tensor_value_info("m", TensorProto.BOOL, [4, 64])],
+                      [helper.make_tensor_value_info(v, TensorProto.FLOAT, [4, 64]) for v in ("z", "n2")], consts)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cse_inspect 0 "repeats    4 nodes identical to an earlier one" -- "$kiln" inspect "$tmp/repeats.onnx"
+    expect cse_compile_line 0 "4 repeated nodes left out" -- "$kiln" compile "$tmp/repeats.onnx" -o "$tmp/repeats.kiln"
+    expect cse_verify 0 "PASS" -- "$kiln" verify "$tmp/repeats.onnx"
+    expect cse_run_check 0 "z                        pass" -- "$kiln" run "$tmp/repeats.onnx" --check
+    expect cse_cuda_mono 0 "stages" -- "$kiln" compile "$tmp/repeats.onnx" -o "$tmp/repeats-cu.kiln" --target cuda \
+        --precision fp16 --schedule mono
+    # The cuda target stores a GEMM's [k, n] weight transposed ([n, k], K-major
+    # for the TMA tiles) when nothing else reads it; a weight two MatMuls share
+    # stays as it is. NVRTC compiles without a GPU (then for an sm_90 default).
     python3 - "$tmp/weights.onnx" <<'PY'
 import sys
 import numpy as np
