@@ -573,7 +573,11 @@ static int cmd_inspect(int argc, char **argv)
     if (st == KILN_OK) printf("support    every op is supported\n");
     else printf("support    %s\n", base_diag_text(&sd));
     if (infer_st != KILN_OK) printf("shapes     inference failed:\n%s\n", base_diag_text(&infer_d));
-    else {
+    /* the graph as the model gives it: planning rewires repeated nodes' readers (pass_cse) */
+    base_str graph_text;
+    base_str_init(&graph_text);
+    if (print_graph) ir_graph_print(g, &graph_text);
+    if (infer_st == KILN_OK) {
         /* what each target would make of it, without building */
         static const char *const targets[] = {"c", "cuda"};
         for (size_t t = 0; t < KILN_COUNT(targets); t++) {
@@ -623,13 +627,8 @@ static int cmd_inspect(int argc, char **argv)
             base_arena_free(&pa);
         }
     }
-    if (print_graph) {
-        base_str s;
-        base_str_init(&s);
-        ir_graph_print(g, &s);
-        printf("\n%s", base_str_get(&s));
-        base_str_free(&s);
-    }
+    if (print_graph) printf("\n%s", base_str_get(&graph_text));
+    base_str_free(&graph_text);
     base_diag_free(&sd);
     base_diag_free(&infer_d);
     base_diag_free(&d);

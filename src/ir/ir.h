@@ -114,7 +114,8 @@ typedef struct ir_value {
     ir_graph *graph;   /* owning graph */
     ir_node *producer; /* NULL for inputs and constants */
     int producer_slot;
-    int n_uses;        /* number of node input slots (in any graph) reading it */
+    int n_uses;        /* node input slots (in any graph) reading it, plus one for each graph
+                        * (or subgraph) output it is */
     int id;            /* index in graph->values */
 } ir_value;
 

@@ -2,9 +2,9 @@
  * cse.c: common subexpressions. Exporters repeat work that a graph needs
  * once: Hugging Face's BERT computes its attention mask's Where in every
  * layer, twelve nodes of the same op on the same inputs. pass_cse keeps
- * the first of each set of identical nodes and points every reader of the
- * others' outputs at the first one's, so the partition (which leaves out
- * nodes no output depends on) never builds the repeats.
+ * the first of each set of identical nodes, points every reader of the
+ * others' outputs at the first one's and takes the others out of the
+ * graph (their outputs stay as values no node makes or reads).
  *
  * Two nodes are identical when they run the same op (type and domain)
  * with the same attributes on the same inputs: the same values, or
@@ -12,9 +12,10 @@
  * (IR_OPF_RANDOM, and Dropout, random in training mode), ops kiln does not
  * know (they may be anything), ops with subgraphs, nodes whose outputs are
  * folded constants (they cost nothing at run time) or graph outputs (their
- * values must stay), and dead nodes (no reader, no graph output): that
- * makes a second run on the same graph (kiln inspect plans it for each
- * target) find nothing to do.
+ * values must stay; a value a subgraph returns is one too, for the
+ * loader), and dead nodes (no reader, no graph output). A second run on
+ * the same graph (kiln inspect and kiln tune plan it more than once) finds
+ * nothing to do.
  */
 #include "pass/pass.h"
 
@@ -79,8 +80,10 @@ static bool same_attr(const ir_attr *a, const ir_attr *b)
     case IR_ATTR_INT: return a->i == b->i;
     case IR_ATTR_STRING: return a->s_len == b->s_len && (a->s_len == 0 || memcmp(a->s, b->s, a->s_len) == 0);
     case IR_ATTR_TENSOR: return a->t && b->t && same_tensor(a->t, b->t);
-    case IR_ATTR_FLOATS: return a->n == b->n && (a->n == 0 || memcmp(a->floats, b->floats, (size_t)a->n * sizeof(double)) == 0);
-    case IR_ATTR_INTS: return a->n == b->n && (a->n == 0 || memcmp(a->ints, b->ints, (size_t)a->n * sizeof(int64_t)) == 0);
+    case IR_ATTR_FLOATS:
+        return a->n == b->n && (a->n == 0 || memcmp(a->floats, b->floats, (size_t)a->n * sizeof(double)) == 0);
+    case IR_ATTR_INTS:
+        return a->n == b->n && (a->n == 0 || memcmp(a->ints, b->ints, (size_t)a->n * sizeof(int64_t)) == 0);
     case IR_ATTR_STRINGS:
         if (a->n != b->n) return false;
         for (int i = 0; i < a->n; i++)
@@ -118,15 +121,35 @@ static bool same_node(const ir_node *a, const ir_node *b)
     return true;
 }
 
+/* An attribute's name, kind and value (tensors by their shape and first
+ * bytes): nodes that differ only in attributes, Slices of one tensor with
+ * their bounds as attributes, land apart. */
+static uint64_t hash_attr(const ir_attr *a)
+{
+    uint64_t h = mix(hash_str(0, a->name), (uint64_t)a->kind);
+    switch (a->kind) {
+    case IR_ATTR_FLOAT: return hash_bytes(h, &a->f, sizeof(a->f));
+    case IR_ATTR_INT: return mix(h, (uint64_t)a->i);
+    case IR_ATTR_STRING: return a->s_len ? hash_bytes(h, a->s, a->s_len) : h;
+    case IR_ATTR_TENSOR: return a->t ? hash_tensor(h, a->t) : h;
+    case IR_ATTR_FLOATS: return a->n ? hash_bytes(h, a->floats, (size_t)a->n * sizeof(double)) : h;
+    case IR_ATTR_INTS: return a->n ? hash_bytes(h, a->ints, (size_t)a->n * sizeof(int64_t)) : h;
+    case IR_ATTR_STRINGS:
+        for (int i = 0; i < a->n; i++) h = hash_str(h, a->strings[i]);
+        return h;
+    default: return mix(h, (uint64_t)a->n);
+    }
+}
+
 static uint64_t hash_node(const ir_node *n)
 {
     uint64_t h = mix(hash_str(hash_str(mix(0, (uint64_t)n->op), n->op_type), n->domain), (uint64_t)n->n_in);
     for (int j = 0; j < n->n_in; j++) h = hash_value(h, n->in[j]);
     h = mix(h, (uint64_t)n->n_out);
     for (int j = 0; j < n->n_out; j++) h = mix(h, n->out[j] != NULL);
-    /* attributes in any order: their names and kinds, summed */
+    /* attributes in any order: summed */
     uint64_t attrs = 0;
-    for (int i = 0; i < n->n_attrs; i++) attrs += mix(hash_str(0, n->attrs[i].name), (uint64_t)n->attrs[i].kind);
+    for (int i = 0; i < n->n_attrs; i++) attrs += hash_attr(&n->attrs[i]);
     return mix(h, attrs);
 }
 
@@ -186,9 +209,11 @@ kiln_status pass_cse(ir_graph *g, int *merged, base_diag *d)
     while (cap < 2 * (size_t)g->n_nodes) cap *= 2;
     ir_node **table = base_calloc(cap, sizeof(*table));
     ir_value **repl = base_calloc((size_t)g->n_values + 1, sizeof(*repl));
-    if (!table || !repl) {
+    bool *gone = base_calloc((size_t)g->n_nodes + 1, sizeof(*gone));
+    if (!table || !repl || !gone) {
         base_free(table);
         base_free(repl);
+        base_free(gone);
         return base_diag_add(d, KILN_ERR_OOM, "out of memory looking for repeated nodes");
     }
     for (int i = 0; i < g->n_nodes; i++) {
@@ -207,21 +232,39 @@ kiln_status pass_cse(ir_graph *g, int *merged, base_diag *d)
         const ir_node *kept = table[at];
         for (int j = 0; j < n->n_out; j++)
             if (n->out[j]) repl[n->out[j]->id] = kept->out[j];
-        /* n reads nothing any more: it stays in the list, dead */
+        /* n leaves the graph: it reads nothing any more */
         for (int j = 0; j < n->n_in; j++)
             if (n->in[j]) n->in[j]->n_uses--;
+        gone[i] = true;
         (*merged)++;
     }
-    if (*merged)
+    if (*merged) {
+        /* readers in subgraphs (a subgraph's own outputs never name a merged
+         * value: a value a subgraph returns is a graph output, never merged) */
         for (int i = 0; i < g->n_nodes; i++) {
             ir_node *n = g->nodes[i];
-            for (int a = 0; a < n->n_attrs; a++) {
+            for (int a = 0; a < n->n_attrs && !gone[i]; a++) {
                 if (n->attrs[a].kind == IR_ATTR_GRAPH) rewire_subgraph(g, repl, n->attrs[a].g);
                 if (n->attrs[a].kind == IR_ATTR_GRAPHS)
                     for (int k = 0; k < n->attrs[a].n; k++) rewire_subgraph(g, repl, n->attrs[a].graphs[k]);
             }
         }
+        /* the merged nodes out of the list (still in topological order) */
+        int kept = 0;
+        for (int i = 0; i < g->n_nodes; i++) {
+            ir_node *n = g->nodes[i];
+            if (gone[i]) {
+                for (int j = 0; j < n->n_out; j++)
+                    if (n->out[j]) n->out[j]->producer = NULL;
+                continue;
+            }
+            n->id = kept;
+            g->nodes[kept++] = n;
+        }
+        g->n_nodes = kept;
+    }
     base_free(table);
     base_free(repl);
+    base_free(gone);
     return KILN_OK;
 }

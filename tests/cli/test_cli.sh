@@ -215,6 +215,7 @@ g = helper.make_graph(nodes, "repeats", [helper.make_tensor_value_info("x", Tens
 onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
 PY
     expect cse_inspect 0 "repeats    4 nodes identical to an earlier one" -- "$kiln" inspect "$tmp/repeats.onnx"
+    expect cse_inspect_graph 0 "%rw2:f32[4,64] = Relu(%w2)" -- "$kiln" inspect "$tmp/repeats.onnx" --graph
     expect cse_compile_line 0 "4 repeated nodes left out" -- "$kiln" compile "$tmp/repeats.onnx" -o "$tmp/repeats.kiln"
     expect cse_verify 0 "PASS" -- "$kiln" verify "$tmp/repeats.onnx"
     expect cse_run_check 0 "z                        pass" -- "$kiln" run "$tmp/repeats.onnx" --check
