@@ -138,13 +138,18 @@ UNIT_TEST(cse_leaves_random_ops)
     ir_model_free(m);
 }
 
-/* A merged value read inside an If's branch: the branch reads the kept one. */
-UNIT_TEST(cse_rewires_subgraph_readers)
+/* x -> e1 = Exp(x), e2 = Exp(x) (repeats), If(c): its then-branch reads
+ * e2 through an Identity, or (returns_e2) returns e2 itself; its else-branch
+ * reads e1. */
+static ir_model *if_over_repeats(bool returns_e2)
 {
     mb_model then_b;
     mb_init(&then_b, 17);
-    mb_node(&then_b, "Identity", "t", "e2", NULL, "t_out");
-    mb_output(&then_b, "t_out");
+    if (returns_e2) mb_output(&then_b, "e2");
+    else {
+        mb_node(&then_b, "Identity", "t", "e2", NULL, "t_out");
+        mb_output(&then_b, "t_out");
+    }
     mb_model else_b;
     mb_init(&else_b, 17);
     mb_node(&else_b, "Identity", "e", "e1", NULL, "e_out");
@@ -159,7 +164,13 @@ UNIT_TEST(cse_rewires_subgraph_readers)
     mb_attr_graph(&mb, n, "then_branch", &then_b.graph);
     mb_attr_graph(&mb, n, "else_branch", &else_b.graph);
     mb_output(&mb, "y");
-    ir_model *m = load_infer(&mb);
+    return load_infer(&mb);
+}
+
+/* A merged value read inside an If's branch: the branch reads the kept one. */
+UNIT_TEST(cse_rewires_subgraph_readers)
+{
+    ir_model *m = if_over_repeats(false);
     if (!m) return;
     ir_graph *g = m->graph;
     ir_node *e1 = node_named(g, "e1"), *e2 = node_named(g, "e2"), *ifn = node_named(g, "if");
@@ -218,24 +229,7 @@ UNIT_TEST(cse_compares_every_byte_and_attribute)
  * value a graph output, so its node stays. */
 UNIT_TEST(cse_keeps_a_value_a_subgraph_returns)
 {
-    mb_model then_b;
-    mb_init(&then_b, 17);
-    mb_output(&then_b, "e2");
-    mb_model else_b;
-    mb_init(&else_b, 17);
-    mb_node(&else_b, "Identity", "e", "e1", NULL, "e_out");
-    mb_output(&else_b, "e_out");
-    mb_model mb;
-    mb_init(&mb, 17);
-    mb_input(&mb, "x", KILN_F32, 1, (int64_t[]){3});
-    mb_input(&mb, "c", KILN_BOOL, 0, NULL);
-    mb_node(&mb, "Exp", "e1", "x", NULL, "e1");
-    mb_node(&mb, "Exp", "e2", "x", NULL, "e2");
-    Onnx__NodeProto *n = mb_node(&mb, "If", "if", "c", NULL, "y");
-    mb_attr_graph(&mb, n, "then_branch", &then_b.graph);
-    mb_attr_graph(&mb, n, "else_branch", &else_b.graph);
-    mb_output(&mb, "y");
-    ir_model *m = load_infer(&mb);
+    ir_model *m = if_over_repeats(true);
     if (!m) return;
     ir_node *e2 = node_named(m->graph, "e2");
     UNIT_CHECK_EQ_INT(run_cse(m->graph), 0);
