@@ -513,6 +513,18 @@ static int acc_regs(const gemm_cfg *c) { return c->kind == GEMM_WG || c->kind ==
 /* Whether c's template compiles within regs registers a thread. */
 static bool fits_regs(const gemm_cfg *c, int regs) { return acc_regs(c) <= regs; }
 
+/* Whether share identical products in c's tiles, side by side in one wave
+ * or stage, fit the split-K workspace together: else cg_splitk_place puts
+ * them at overlapping places and emit.c runs them one after another (three
+ * 197 x 768 x 768 products in 128 x 128 tiles in 3 splits took a stage
+ * each). */
+static bool fits_share(const gemm_problem *g, const gemm_cfg *c, int share)
+{
+    return c->splits < 2 || c->cs ||
+           ((int64_t)share * cfg_rtasks(g, c) * c->bm * c->bn <= CG_SPLITK_WS_FLOATS &&
+            (int64_t)share * cfg_tiles(g, c) <= CG_SPLITK_SEMS);
+}
+
 /* gemm_candidates narrowed to those of want_block threads (0: every size),
  * or with `narrow` (cg_emitter.narrow_ok) also of fewer threads where the
  * template may be narrow (cfg_narrow: run on the block's first threads
@@ -528,18 +540,6 @@ static bool fits_regs(const gemm_cfg *c, int regs) { return acc_regs(c) <= regs;
  * narrower), the tiles of that many threads the problem allows at all,
  * larger than it or not: idle threads cost less than a kernel of its own
  * under --schedule=mono. Else all of them. */
-/* Whether share identical products in c's tiles, side by side in one wave
- * or stage, fit the split-K workspace together: else cg_splitk_place puts
- * them at overlapping places and emit.c runs them one after another (three
- * 197 x 768 x 768 products in 128 x 128 tiles in 3 splits took a stage
- * each). */
-static bool fits_share(const gemm_problem *g, const gemm_cfg *c, int share)
-{
-    return c->splits < 2 || c->cs ||
-           ((int64_t)share * cfg_rtasks(g, c) * c->bm * c->bn <= CG_SPLITK_WS_FLOATS &&
-            (int64_t)share * cfg_tiles(g, c) <= CG_SPLITK_SEMS);
-}
-
 static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_block, int regs, bool narrow,
                             int share, gemm_cfg *out)
 {
