@@ -161,7 +161,11 @@ kiln_status rt_segment_exec(const rt_segment *seg, int index, const ir_tensor *i
     for (int i = 0; i < sd->n_out; i++) memset(&out[i], 0, sizeof(out[i]));
     base_diag d;
     base_diag_init(&d);
-    kiln_status st = ir_interp_run(g, in, out, NULL, &d);
+    /* each segment draws its random ops' numbers from a generator of its
+     * own (the same every run): from one seed, two RandomUniformLike in
+     * separate segments drew the same numbers */
+    ir_interp_opts opts = {.seed = (uint64_t)index * 0x9e3779b97f4a7c15ull};
+    kiln_status st = ir_interp_run(g, in, out, &opts, &d);
     if (st != KILN_OK) snprintf(err, n_err, "segment %d: %s", index, base_diag_text(&d));
     base_diag_free(&d);
     for (int i = 0; st == KILN_OK && i < sd->n_out; i++) {

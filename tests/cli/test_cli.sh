@@ -221,6 +221,21 @@ PY
     expect cse_run_check 0 "z                        pass" -- "$kiln" run "$tmp/repeats.onnx" --check
     expect cse_cuda_mono 0 "stages" -- "$kiln" compile "$tmp/repeats.onnx" -o "$tmp/repeats-cu.kiln" --target cuda \
         --precision fp16 --schedule mono
+    # random ops in separate host segments draw from generators of their
+    # own: z = u1 - u2 was all zeros when every segment started from one seed
+    python3 - "$tmp/rl.onnx" <<'PY'
+import sys
+import onnx
+from onnx import TensorProto, helper
+nodes = [helper.make_node("RandomUniformLike", ["x"], ["u1"]), helper.make_node("RandomUniformLike", ["x"], ["u2"]),
+         helper.make_node("Sub", ["u1", "u2"], ["z"])]
+g = helper.make_graph(nodes, "rl", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                      [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect random_segments_differ 0 "independent draws" -- sh -c "out=\$('$kiln' run '$tmp/rl.onnx' --target c) \
+        && printf '%s' \"\$out\" | grep -q 'f32\[2,3\]  min' && ! printf '%s' \"\$out\" | grep -q 'min 0  max 0' \
+        && echo 'independent draws'"
     # The cuda target stores a GEMM's [k, n] weight transposed ([n, k], K-major
     # for the TMA tiles) when nothing else reads it; a weight two MatMuls share
     # stays as it is. NVRTC compiles without a GPU (then for an sm_90 default).
