@@ -33,6 +33,7 @@ expect help 0 "COMMANDS" -- "$kiln" --help
 expect help_exit_codes 0 "EXIT CODES" -- "$kiln" help
 expect help_run 0 "--inputs FILE" -- "$kiln" run --help
 expect help_inspect 0 "--shape NAME=DIMS" -- "$kiln" inspect --help
+expect help_inspect_repeats 0 "repeated nodes (same op, attributes and inputs" -- "$kiln" inspect --help
 expect help_ops 0 "interpreter implements" -- "$kiln" ops --help
 expect version 0 "kiln " -- "$kiln" --version
 expect unknown_command 1 "unknown command 'frobnicate'" -- "$kiln" frobnicate
