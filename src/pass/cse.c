@@ -189,16 +189,24 @@ static void rewire(const ir_graph *g, ir_value **repl, ir_node *n, int j)
     n->in[j]->n_uses++;
 }
 
+static void rewire_subgraph(const ir_graph *g, ir_value **repl, ir_graph *sub);
+
+/* The readers of g's merged values inside n's subgraphs. */
+static void rewire_subgraphs_of(const ir_graph *g, ir_value **repl, const ir_node *n)
+{
+    for (int a = 0; a < n->n_attrs; a++) {
+        if (n->attrs[a].kind == IR_ATTR_GRAPH) rewire_subgraph(g, repl, n->attrs[a].g);
+        if (n->attrs[a].kind == IR_ATTR_GRAPHS)
+            for (int k = 0; k < n->attrs[a].n; k++) rewire_subgraph(g, repl, n->attrs[a].graphs[k]);
+    }
+}
+
 static void rewire_subgraph(const ir_graph *g, ir_value **repl, ir_graph *sub)
 {
     for (int i = 0; i < sub->n_nodes; i++) {
         ir_node *n = sub->nodes[i];
         for (int j = 0; j < n->n_in; j++) rewire(g, repl, n, j);
-        for (int a = 0; a < n->n_attrs; a++) {
-            if (n->attrs[a].kind == IR_ATTR_GRAPH) rewire_subgraph(g, repl, n->attrs[a].g);
-            if (n->attrs[a].kind == IR_ATTR_GRAPHS)
-                for (int k = 0; k < n->attrs[a].n; k++) rewire_subgraph(g, repl, n->attrs[a].graphs[k]);
-        }
+        rewire_subgraphs_of(g, repl, n);
     }
 }
 
@@ -241,14 +249,8 @@ kiln_status pass_cse(ir_graph *g, int *merged, base_diag *d)
     if (*merged) {
         /* readers in subgraphs (a subgraph's own outputs never name a merged
          * value: a value a subgraph returns is a graph output, never merged) */
-        for (int i = 0; i < g->n_nodes; i++) {
-            ir_node *n = g->nodes[i];
-            for (int a = 0; a < n->n_attrs && !gone[i]; a++) {
-                if (n->attrs[a].kind == IR_ATTR_GRAPH) rewire_subgraph(g, repl, n->attrs[a].g);
-                if (n->attrs[a].kind == IR_ATTR_GRAPHS)
-                    for (int k = 0; k < n->attrs[a].n; k++) rewire_subgraph(g, repl, n->attrs[a].graphs[k]);
-            }
-        }
+        for (int i = 0; i < g->n_nodes; i++)
+            if (!gone[i]) rewire_subgraphs_of(g, repl, g->nodes[i]);
         /* the merged nodes out of the list (still in topological order) */
         int kept = 0;
         for (int i = 0; i < g->n_nodes; i++) {
