@@ -403,6 +403,42 @@ PY
         --schedule mono --precision fp16
     expect cuda_mono_wide_product_config 0 "blocks of 128 threads, 3 a multiprocessor" -- "$kiln" inspect "$tmp/wide.onnx" \
         --schedule mono --precision fp16
+    # convolutions: three blocks of 256 threads a multiprocessor, unless the
+    # pointwise ones average 2^25 multiply-adds or more (ResNet-50's 55 M):
+    # then one, where they run as TMA products (kg_gemm_wgt); a pool in a
+    # persistent kernel takes outputs enough for one wave of its blocks
+    # (784 blocks' worth on 132: 6 a thread), one without ILP
+    python3 - "$tmp/pwbig.onnx" "$tmp/pwsmall.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+for path, c, k, hw in ((sys.argv[1], 64, 256, 56), (sys.argv[2], 32, 64, 28)):
+    w1 = numpy_helper.from_array((rng.standard_normal((c, c, 3, 3)) * 0.05).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array((rng.standard_normal((k, c, 1, 1)) * 0.05).astype(np.float32), "w2")
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1] * 4), helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"]), helper.make_node("Relu", ["c2"], ["r2"]),
+             helper.make_node("MaxPool", ["r2"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)]
+    g = helper.make_graph(nodes, "pw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w1, w2])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+PY
+    expect cuda_mono_pointwise_config 0 "blocks of 256 threads, 1 a multiprocessor" -- "$kiln" inspect "$tmp/pwbig.onnx" \
+        --schedule mono --precision fp16
+    expect cuda_mono_pointwise_product 0 "kg_gemm_wgt" -- sh -c "'$kiln' inspect '$tmp/pwbig.onnx' --schedule mono \
+        --precision fp16 | grep -o 'kg_gemm_wgt'"
+    expect cuda_mono_small_pointwise_config 0 "blocks of 256 threads, 3 a multiprocessor" -- "$kiln" inspect \
+        "$tmp/pwsmall.onnx" --schedule mono --precision fp16
+    expect cuda_mono_small_pointwise_conv 1 "" -- sh -c "'$kiln' inspect '$tmp/pwsmall.onnx' --schedule mono \
+        --precision fp16 | grep kg_gemm"
+    expect cuda_mono_pool_ilp 0 "max pool, one thread per output, 6 per thread" -- sh -c "'$kiln' compile \
+        '$tmp/pwbig.onnx' -o '$tmp/pwbig.kiln' --target cuda --precision fp16 --schedule mono --emit-source '$tmp/pwsrc' \
+        >/dev/null 2>&1 && grep -o 'max pool, one thread per output, [0-9]* per thread' '$tmp/pwsrc/model.cu'"
+    expect cuda_mono_pool_ilp_off 0 "max pool, one thread per output, 1 per thread" -- sh -c "KILN_MONO_ILP=0 \
+        '$kiln' compile '$tmp/pwbig.onnx' -o '$tmp/pwbig0.kiln' --target cuda --precision fp16 --schedule mono \
+        --emit-source '$tmp/pwsrc0' >/dev/null 2>&1 && grep -o 'max pool, one thread per output, [0-9]* per thread' \
+        '$tmp/pwsrc0/model.cu'"
 
     # BERT's query, key and value at batch 16: three 2048 x 768 x 768 products
     # of one A in one wave choose their tiles together (192 x 192: 3 x 44
@@ -852,9 +888,10 @@ print("%d out, %d in and out, %d in, %d NHWC" % (t.count("NHWC out]"), t.count("
     # 1x1 convolutions of stride 1 whose x is NHWC are products for the GEMM
     # templates (cg_conv_product): the chain's seven pointwise layers, y NHWC
     # as x w^T, the last, NCHW, as w x^T; its five 3x3 ones stay kg_conv_tc
+    count_products='import sys; t = open(sys.argv[1]).read()
+print("%d products, %d kg_conv_tc" % (t.count("[kg_gemm_"), t.count("[kg_conv_tc")))'
     "$kiln" inspect "$tmp/convs.onnx" --schedule kernels --precision fp16 >"$tmp/convs1.txt" 2>&1
-    expect cuda_conv_products 0 "7 products, 5 kg_conv_tc" -- python3 -c 'import sys; t = open(sys.argv[1]).read()
-print("%d products, %d kg_conv_tc" % (t.count("[kg_gemm_"), t.count("[kg_conv_tc")))' "$tmp/convs1.txt"
+    expect cuda_conv_products 0 "7 products, 5 kg_conv_tc" -- python3 -c "$count_products" "$tmp/convs1.txt"
     # the forms from NCHW x (one image, pixels in 8s): x^T w^T into NHWC, and
     # w x into NCHW; beside them w x^T (NHWC x, NCHW y with its residual)
     python3 - "$tmp/pwn.onnx" <<'PY'
@@ -880,10 +917,13 @@ PY
     expect cuda_conv_product_forms 0 "x^T w^T 1, w x^T 1, w x 1" -- python3 -c 'import sys; t = open(sys.argv[1]).read()
 print(", ".join("%s %d" % (f, t.count("/* Conv 1x1 as %s " % f)) for f in ("x^T w^T", "w x^T", "w x")))' \
         "$tmp/pwn/model.cu"
-    # not in a persistent kernel, where they ran no faster
+    # in a persistent kernel only at one block a multiprocessor (mono's
+    # default here, the pointwise layers averaging 2^25 multiply-adds or
+    # more), not at three, where they ran no faster
     "$kiln" inspect "$tmp/convs.onnx" --schedule mono --precision fp16 >"$tmp/convs2.txt" 2>&1
-    expect cuda_conv_products_mono 0 "0 products, 12 kg_conv_tc" -- python3 -c 'import sys; t = open(sys.argv[1]).read()
-print("%d products, %d kg_conv_tc" % (t.count("[kg_gemm_"), t.count("[kg_conv_tc")))' "$tmp/convs2.txt"
+    expect cuda_conv_products_mono 0 "7 products, 5 kg_conv_tc" -- python3 -c "$count_products" "$tmp/convs2.txt"
+    "$kiln" inspect "$tmp/convs.onnx" --schedule mono:256x3 --precision fp16 >"$tmp/convs3.txt" 2>&1
+    expect cuda_conv_products_mono_3 0 "0 products, 12 kg_conv_tc" -- python3 -c "$count_products" "$tmp/convs3.txt"
     # ResNet's block outputs, read by the next block's first convolution
     # and, as the residual, by its last, are stored NHWC too (the residual
     # read in y's layout), and so is the last block's, which only

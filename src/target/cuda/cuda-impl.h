@@ -258,9 +258,10 @@ bool cg_can_move(const ir_node *n);       /* Transpose, Concat, Slice, Gather, R
 kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op);
 /* Whether convolution group grp is a product the GEMM templates compute
  * (cg_emit_conv hands it to cg_emit_gemm), in a kernel of its own (waves,
- * kernels; not under a mono schedule): a 1x1 convolution of stride 1,
- * no padding, one group, 16-bit, channels a multiple of 8, with x stored
- * NHWC, or NCHW for one image of a multiple of 8 pixels. With x NHWC:
+ * kernels) or in a persistent kernel of one block a multiprocessor: a 1x1
+ * convolution of stride 1, no padding, one group, 16-bit, channels a
+ * multiple of 8, with x stored NHWC, or NCHW for one image of a multiple
+ * of 8 pixels. With x NHWC:
  * 1, y NHWC too, y [n h w, k] = x [n h w, c] w [k, c]^T; 2, y NCHW of one
  * image, y [k, h w] = w [k, c] x [h w, c]^T (ResNet-50's last convolution,
  * whose y GlobalAveragePool reads). With x NCHW [c, h w]: 3, y NHWC, y =
@@ -268,6 +269,9 @@ kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op);
  * epilogue reads it as it writes y). 0: none of these.
  * KILN_CONV_PRODUCT=0: never. */
 int cg_conv_product(const cg_emitter *e, const sched_group *grp);
+/* Node n's multiply-adds where it is a pointwise convolution (1x1, stride
+ * 1, no padding, one group: the geometry cg_conv_product asks for), else 0. */
+int64_t cg_conv_pointwise_macs(const ir_node *n);
 /* Which activations are stored NHWC (and their readers' weights reordered):
  * those a tensor-core convolution writes and only tensor-core convolutions
  * read (as x or as the residual), or a GlobalAveragePool (emit_conv.c);

@@ -565,8 +565,15 @@ static kiln_status check_op(cg_emitter *e, const sched_group *grp, const cg_op *
  * against 1159 (256x1: 911); not where the products are large: BERT b16
  * took 3445 us at 128x1 (its products have 16 times the rows: 15 tiles a
  * multiprocessor, which one block of four warps runs one after another).
- * Three where convolutions dominate: ResNet-50 759 us at 256x3, 780 at
- * 256x1, 1464 at 128x1 (one H100, one run each). The line between small
+ * Three where convolutions dominate (ResNet-50 759 us at 256x3, 780 at
+ * 256x1, 1464 at 128x1; one H100, one run each), unless their pointwise
+ * convolutions are large: at one block a multiprocessor those run as TMA
+ * products (cg_conv_product), so one where they average at least
+ * MONO_LARGE_POINTWISE multiply-adds (ResNet-50's 33 average 55 M,
+ * GoogLeNet's 37 10 M, MobileNetV2's 34 7.9 M). H100, fp16, one call, two
+ * rounds, outputs within fp16 rounding (us, 256x3 / 256x1 with products):
+ * ResNet-50 628 / 658 against 502 / 502, GoogLeNet 272 / 273 against 355
+ * / 356, MobileNetV2 243 / 243 against 319 / 321. The line between small
  * and large: the largest product's output, at most MONO_SMALL_PRODUCT
  * elements (ViT b1's largest is 0.6 M, BERT b16's 6.3 M). Since GEMM tiles
  * may be narrow (cg_op.narrow), 256-thread blocks serve ViT and BERT b16
@@ -574,6 +581,7 @@ static kiln_status check_op(cg_emitter *e, const sched_group *grp, const cg_op *
 #define MONO_BLOCKS_PER_SM_SMALL 1
 #define MONO_BLOCKS_PER_SM 3
 #define MONO_SMALL_PRODUCT (1 << 20)
+#define MONO_LARGE_POINTWISE (INT64_C(1) << 25)
 
 /* The largest GEMM output (elements) and its rows (all but the last dim). */
 static int64_t largest_product(const sched_program *p, int64_t *rows)
@@ -593,6 +601,21 @@ static int64_t largest_product(const sched_program *p, int64_t *rows)
         }
     }
     return largest;
+}
+
+/* Whether the pointwise convolutions (cg_conv_pointwise_macs), which at one
+ * block a multiprocessor run as products, average at least
+ * MONO_LARGE_POINTWISE multiply-adds. */
+static bool large_pointwise(const sched_program *p)
+{
+    int64_t n = 0, macs = 0;
+    for (int s = 0; s < p->n_groups; s++) {
+        const sched_group *grp = p->groups[s];
+        int64_t m = grp->kind == SCHED_GROUP_CONV && grp->n_nodes ? cg_conv_pointwise_macs(grp->nodes[0]) : 0;
+        n += m > 0;
+        macs += m;
+    }
+    return n > 0 && macs >= n * MONO_LARGE_POINTWISE;
 }
 
 /* Whether convolutions outnumber the other contractions. */
@@ -622,13 +645,15 @@ static int mono_block(const sched_program *p)
 }
 
 /* Blocks per multiprocessor for blocks of `block` threads (mono_block): at
- * 256 threads three where convolutions dominate (or there is no product),
- * else one; at 128 one where products of at most MONO_SMALL_PRODUCT output
- * elements dominate, else three. */
+ * 256 threads three where convolutions dominate (or there is no product)
+ * unless their pointwise ones are large, else one; at 128 one where
+ * products of at most MONO_SMALL_PRODUCT output elements dominate, else
+ * three. */
 static int mono_blocks_per_sm(const sched_program *p, int block)
 {
     int64_t rows, largest = largest_product(p, &rows);
-    if (block == 256) return convs_dominate(p) || largest == 0 ? MONO_BLOCKS_PER_SM : MONO_BLOCKS_PER_SM_SMALL;
+    if (block == 256 && convs_dominate(p)) return large_pointwise(p) ? MONO_BLOCKS_PER_SM_SMALL : MONO_BLOCKS_PER_SM;
+    if (block == 256) return largest == 0 ? MONO_BLOCKS_PER_SM : MONO_BLOCKS_PER_SM_SMALL;
     return largest <= MONO_SMALL_PRODUCT ? MONO_BLOCKS_PER_SM_SMALL : MONO_BLOCKS_PER_SM;
 }
 

@@ -623,10 +623,22 @@ static kiln_status emit_conv_params(cg_emitter *e, const sched_group *grp, const
     return KILN_OK;
 }
 
-/* Outputs per thread of the one-thread-per-output templates: enough
- * rTasks for 4 per SM where the size allows, fewer, longer ones beyond. */
+/* Outputs per thread of the one-thread-per-output templates (kg_conv_dw,
+ * kg_pool_rtask). In a kernel of its own: enough rTasks for 4 per SM where
+ * the size allows, fewer, longer ones beyond. In a persistent kernel, whose
+ * resident blocks run every stage: about one wave of them, at most 8
+ * outputs a thread (cg_mono_factor; KILN_MONO_ILP=0, one). ResNet-50's
+ * max pool at 256 x 1 went from 784 rTasks in 6 waves (14 us in the mono
+ * profile) to 98; H100, fp16, one call, two rounds, outputs bit-identical
+ * (mono, conv products on): ResNet-50 256 x 1 502 / 502 -> 498 / 497 us,
+ * GoogLeNet 256 x 1 355 / 356 -> 307 / 309 and 256 x 3 281 / 275 -> 265 /
+ * 266, MobileNetV2 (depthwise convolutions) 256 x 1 319 / 321 -> 269 / 269
+ * and 256 x 3 311 / 305 -> 287 / 290. */
 static int items_per_thread(const cg_emitter *e, int64_t total, int block)
 {
+    cg_mono_ctx m;
+    cg_mono_ctx_init(e, &m);
+    if (m.resident > 0) return cg_mono_factor(&m, ceil_div(total, block), 8);
     int sms = e->gpu.n_sms > 0 ? e->gpu.n_sms : 1;
     for (int items = 8; items > 1; items /= 2)
         if (ceil_div(total, (int64_t)block * items) >= 4 * sms) return items;
@@ -773,21 +785,15 @@ static void tune_key(const cg_emitter *e, const sched_group *grp, const conv_geo
              (unsigned)ep.act < PASS_ACT_COUNT ? acts[ep.act] : "", block);
 }
 
-int cg_conv_product(const cg_emitter *e, const sched_group *grp)
+/* cg_conv_product's form of grp, whatever the schedule. */
+static int product_form(const cg_emitter *e, const sched_group *grp)
 {
-    const ir_node *n = grp->nodes[0];
-    /* kernels of their own only: in a persistent kernel (mono) the products
-     * ran no faster (ResNet-50 618 / 655 / 640 -> 641 / 640 / 640 us on an
-     * H100) */
-    if (!grp->n_nodes || n->op != KILN_OP_CONV || !cg_can_conv(n) || n->in[0]->t.rank != 4 || e->want_block ||
-        cg_env_is("KILN_CONV_PRODUCT", "0"))
-        return 0;
+    const ir_node *n = grp->n_nodes ? grp->nodes[0] : NULL;
+    if (!n || !cg_conv_pointwise_macs(n)) return 0;
     conv_geom g;
     conv_geometry(n, &g);
     const ir_value *x = n->in[0], *w = n->in[1], *y = grp->nodes[grp->n_nodes - 1]->out[0];
-    bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && g.pe_h == 0 &&
-                     g.pe_w == 0 && g.groups == 1 && g.oh == g.h && g.ow == g.w;
-    if (!pointwise || kind_of(e, n, &g) != CONV_TC || cg_store(e, x) != cg_store(e, w) || g.c % 8) return 0;
+    if (kind_of(e, n, &g) != CONV_TC || cg_store(e, x) != cg_store(e, w) || g.c % 8) return 0;
     /* x NCHW: one image whose pixels, its contiguous dim, come in 16-byte rows */
     if (!cg_is_nhwc(e, x) && (g.n != 1 || (g.h * g.w) % 8)) return 0;
     pass_epilogue ep;
@@ -803,6 +809,28 @@ int cg_conv_product(const cg_emitter *e, const sched_group *grp)
     if (ep.residual && cg_is_nhwc(e, ep.residual) != cg_is_nhwc(e, y)) return 0;
     if (cg_is_nhwc(e, y)) return cg_is_nhwc(e, x) ? 1 : 3;
     return g.n != 1 ? 0 : cg_is_nhwc(e, x) ? 2 : 4;
+}
+
+int cg_conv_product(const cg_emitter *e, const sched_group *grp)
+{
+    /* in a persistent kernel (mono) only at one block a multiprocessor,
+     * whose whole shared memory lets the product take TMA tiles: with
+     * three, the products (kg_gemm_tc tiles) ran no faster (ResNet-50 618
+     * / 655 / 640 -> 641 / 640 / 640 us on an H100) and MobileNetV2 slower
+     * (243 / 243 -> 311 / 305); at 256 x 1 ResNet-50 went 576 / 554 -> 502
+     * / 502 (H100, one call, outputs within fp16 rounding) */
+    if ((e->want_block && e->mono_per_sm != 1) || cg_env_is("KILN_CONV_PRODUCT", "0")) return 0;
+    return product_form(e, grp);
+}
+
+int64_t cg_conv_pointwise_macs(const ir_node *n)
+{
+    if (n->op != KILN_OP_CONV || !cg_can_conv(n) || n->in[0]->t.rank != 4) return 0;
+    conv_geom g;
+    conv_geometry(n, &g);
+    bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && g.pe_h == 0 &&
+                     g.pe_w == 0 && g.groups == 1 && g.oh == g.h && g.ow == g.w;
+    return pointwise ? g.n * g.oh * g.ow * g.k * g.c : 0;
 }
 
 kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op)
