@@ -185,9 +185,11 @@ static const char compile_help[] =
     "                     may name its kernel-wide configuration, mono:256x2: 128 or\n"
     "                     256 threads a block, 1..5 blocks per multiprocessor\n"
     "                     (default: what `kiln tune --schedule mono` chose for the\n"
-    "                     model on this GPU, else 256x3 where convolutions dominate,\n"
-    "                     256x1 where products have more than 128 rows, 128x1 where\n"
-    "                     small products do, else 128x3)\n"
+    "                     model on this GPU, else, where convolutions dominate,\n"
+    "                     256x1 if their 1x1 ones are large and 16-bit (they then\n"
+    "                     run as products) and 256x3 if not; 256x1 where products\n"
+    "                     have more than 128 rows, 128x1 where small products do,\n"
+    "                     else 128x3)\n"
     "  --tune             cuda: time each GEMM/conv's template candidates on the GPU\n"
     "                     and keep the fastest in the tuning database (without it, a\n"
     "                     compile on a GPU takes what the database already holds)\n"
@@ -1517,7 +1519,7 @@ static kiln_status tune_mono(ir_model *m, const cli_args *a, base_diag *d)
     kiln_status st = api_plan(g, &target_cuda, a->schedule, &p, &pa, d);
     if (st == KILN_OK) {
         target_cuda_mono_key(&p, a->schedule, a->precision, key, sizeof(key));
-        target_cuda_mono_heuristic(&p, &heur_block, &heur_per_sm);
+        target_cuda_mono_heuristic(&p, a->precision, &heur_block, &heur_per_sm);
         sched_program_free(&p);
     }
     base_arena_free(&pa);

@@ -94,9 +94,10 @@ typedef struct target_mono_config {
 /* The key of planned program p under schedule (its name before any ':')
  * and precision: "mono fp16 model=0123456789abcdef". OUT: key, n bytes. */
 void target_cuda_mono_key(const sched_program *p, const char *schedule, const char *precision, char *key, size_t n);
-/* The configuration a mono compile of p takes when neither the schedule
- * nor the tuning database names one. OUT: *block, *per_sm. */
-void target_cuda_mono_heuristic(const sched_program *p, int *block, int *per_sm);
+/* The configuration a mono compile of p at precision ("fp16"; NULL: fp32)
+ * takes when neither the schedule nor the tuning database names one.
+ * OUT: *block, *per_sm. */
+void target_cuda_mono_heuristic(const sched_program *p, const char *precision, int *block, int *per_sm);
 /* The row for config ("128x3"), or with config NULL the chosen one. No GPU
  * or no database: an error in d. OUT: *found, *out when found. */
 kiln_status target_cuda_mono_lookup(const char *tuning_db, const char *key, const char *config,

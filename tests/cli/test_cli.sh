@@ -404,10 +404,11 @@ PY
     expect cuda_mono_wide_product_config 0 "blocks of 128 threads, 3 a multiprocessor" -- "$kiln" inspect "$tmp/wide.onnx" \
         --schedule mono --precision fp16
     # convolutions: three blocks of 256 threads a multiprocessor, unless the
-    # pointwise ones average 2^25 multiply-adds or more (ResNet-50's 55 M):
-    # then one, where they run as TMA products (kg_gemm_wgt); a pool in a
-    # persistent kernel takes outputs enough for one wave of its blocks
-    # (784 blocks' worth on 132: 6 a thread), one without ILP
+    # pointwise ones are 16-bit and average 2^25 multiply-adds or more
+    # (ResNet-50's 55 M): then one, where they run as TMA products
+    # (kg_gemm_wgt); a pool in a persistent kernel takes outputs enough for
+    # about one wave of its blocks (3136 blocks' worth on 132: 8 a thread,
+    # where a kernel of its own takes 4), one without ILP
     python3 - "$tmp/pwbig.onnx" "$tmp/pwsmall.onnx" <<'PY'
 import sys
 import numpy as np
@@ -419,7 +420,7 @@ for path, c, k, hw in ((sys.argv[1], 64, 256, 56), (sys.argv[2], 32, 64, 28)):
     w2 = numpy_helper.from_array((rng.standard_normal((k, c, 1, 1)) * 0.05).astype(np.float32), "w2")
     nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1] * 4), helper.make_node("Relu", ["c1"], ["r1"]),
              helper.make_node("Conv", ["r1", "w2"], ["c2"]), helper.make_node("Relu", ["c2"], ["r2"]),
-             helper.make_node("MaxPool", ["r2"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)]
+             helper.make_node("MaxPool", ["r2"], ["y"], kernel_shape=[3, 3], pads=[1] * 4)]
     g = helper.make_graph(nodes, "pw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w1, w2])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
@@ -430,9 +431,11 @@ PY
         --precision fp16 | grep -o 'kg_gemm_wgt'"
     expect cuda_mono_small_pointwise_config 0 "blocks of 256 threads, 3 a multiprocessor" -- "$kiln" inspect \
         "$tmp/pwsmall.onnx" --schedule mono --precision fp16
-    expect cuda_mono_small_pointwise_conv 1 "" -- sh -c "'$kiln' inspect '$tmp/pwsmall.onnx' --schedule mono \
-        --precision fp16 | grep kg_gemm"
-    expect cuda_mono_pool_ilp 0 "max pool, one thread per output, 6 per thread" -- sh -c "'$kiln' compile \
+    expect cuda_mono_small_pointwise_conv 0 "2" -- sh -c "'$kiln' inspect '$tmp/pwsmall.onnx' --schedule mono \
+        --precision fp16 | grep -c '\[kg_conv_tc'"
+    expect cuda_mono_pointwise_fp32_config 0 "blocks of 256 threads, 3 a multiprocessor" -- "$kiln" inspect \
+        "$tmp/pwbig.onnx" --schedule mono
+    expect cuda_mono_pool_ilp 0 "max pool, one thread per output, 8 per thread" -- sh -c "'$kiln' compile \
         '$tmp/pwbig.onnx' -o '$tmp/pwbig.kiln' --target cuda --precision fp16 --schedule mono --emit-source '$tmp/pwsrc' \
         >/dev/null 2>&1 && grep -o 'max pool, one thread per output, [0-9]* per thread' '$tmp/pwsrc/model.cu'"
     expect cuda_mono_pool_ilp_off 0 "max pool, one thread per output, 1 per thread" -- sh -c "KILN_MONO_ILP=0 \

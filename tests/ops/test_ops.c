@@ -938,6 +938,23 @@ static void b_conv_product(tc *c)
     tc_out(c, "y");
 }
 
+/* ResNet-50 layer 1's pointwise pair at 48..56 pixels square: x [1, 64,
+ * h, w] -> Relu(Conv1x1 to 256 + bias) -> Conv1x1 back to 64 (+ bias, +
+ * x on variant 1). At least 2^25 multiply-adds each, so the mono schedule
+ * at fp16 takes one block a multiprocessor and runs them as TMA products
+ * inside the persistent kernel (emit.c large_pointwise). */
+static void b_conv_product_large(tc *c)
+{
+    int64_t hw = rint_(c, 48, 56), wide = 256;
+    tc_input(c, "x", KILN_F32, 4, (int64_t[]){1, 64, hw, hw}, G_NORMAL);
+    tc_note(c, "%lldx%lld", (long long)hw, (long long)hw);
+    conv_sq(c, "x", "w1", "b1", wide, 64, 1, "c1");
+    tc_node(c, "Relu", "c1", "r1");
+    conv_sq(c, "r1", "w2", "b2", 64, wide, 1, c->variant ? "c2" : "y");
+    if (c->variant) tc_node(c, "Add", "c2,x", "y");
+    tc_out(c, "y");
+}
+
 /* x [n, ch, h, w] and a bottleneck block on it, as in ResNet: b0 =
  * Relu(Conv r0 x r0 (x)) feeds a convolution r1 x r1 into c1 channels +
  * Relu and, as the residual, the 1x1 one after it: out = Relu(Conv1x1(..)
@@ -3220,6 +3237,7 @@ static const op_case case_table[] = {
     CASE("Conv/long_K", b_conv_long_k),
     CASE("Conv/split_K_branches", b_conv_split_k_branches),
     CASE("Conv/pointwise_product", b_conv_product),
+    {"Conv/pointwise_large", b_conv_product_large, "", 0, G_NORMAL, 0, EXPECT_C, 2},
     CASE("Conv/residual_nhwc", b_conv_residual_nhwc),
     CASE("Conv/pool_nhwc", b_conv_pool_nhwc),
     FB("Conv/weights_fed", b_conv_w_input, 2),

@@ -604,10 +604,12 @@ static int64_t largest_product(const sched_program *p, int64_t *rows)
 }
 
 /* Whether the pointwise convolutions (cg_conv_pointwise_macs), which at one
- * block a multiprocessor run as products, average at least
- * MONO_LARGE_POINTWISE multiply-adds. */
-static bool large_pointwise(const sched_program *p)
+ * block a multiprocessor run as products where they are 16-bit, average at
+ * least MONO_LARGE_POINTWISE multiply-adds. */
+static bool large_pointwise(const sched_program *p, const char *precision)
 {
+    bool sixteen = precision && (strcmp(precision, "fp16") == 0 || strcmp(precision, "bf16") == 0);
+    if (!sixteen || cg_env_is("KILN_CONV_PRODUCT", "0")) return false;
     int64_t n = 0, macs = 0;
     for (int s = 0; s < p->n_groups; s++) {
         const sched_group *grp = p->groups[s];
@@ -649,18 +651,18 @@ static int mono_block(const sched_program *p)
  * unless their pointwise ones are large, else one; at 128 one where
  * products of at most MONO_SMALL_PRODUCT output elements dominate, else
  * three. */
-static int mono_blocks_per_sm(const sched_program *p, int block)
+static int mono_blocks_per_sm(const sched_program *p, int block, const char *precision)
 {
     int64_t rows, largest = largest_product(p, &rows);
-    if (block == 256 && convs_dominate(p)) return large_pointwise(p) ? MONO_BLOCKS_PER_SM_SMALL : MONO_BLOCKS_PER_SM;
+    if (block == 256 && convs_dominate(p)) return large_pointwise(p, precision) ? MONO_BLOCKS_PER_SM_SMALL : MONO_BLOCKS_PER_SM;
     if (block == 256) return largest == 0 ? MONO_BLOCKS_PER_SM : MONO_BLOCKS_PER_SM_SMALL;
     return largest <= MONO_SMALL_PRODUCT ? MONO_BLOCKS_PER_SM_SMALL : MONO_BLOCKS_PER_SM;
 }
 
-void target_cuda_mono_heuristic(const sched_program *p, int *block, int *per_sm)
+void target_cuda_mono_heuristic(const sched_program *p, const char *precision, int *block, int *per_sm)
 {
     *block = mono_block(p);
-    *per_sm = mono_blocks_per_sm(p, *block);
+    *per_sm = mono_blocks_per_sm(p, *block, precision);
 }
 
 /* e->gemm_share: for each GEMM group, how many identical products of the
@@ -1666,7 +1668,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
             st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
         if (st == KILN_OK && !want_block) tuned_config(&e, &want_block, &per_sm);
         e.want_block = want_block ? want_block : mono_block(p);
-        pr.blocks_per_sm = per_sm ? per_sm : mono_blocks_per_sm(p, e.want_block);
+        pr.blocks_per_sm = per_sm ? per_sm : mono_blocks_per_sm(p, e.want_block, o->precision);
         pr.block = e.want_block;
         e.mono_per_sm = pr.blocks_per_sm;
         pr.inline_wgmma = cg_env_is("KILN_MONO_INLINE_WGMMA", "1");

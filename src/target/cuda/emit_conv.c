@@ -628,12 +628,13 @@ static kiln_status emit_conv_params(cg_emitter *e, const sched_group *grp, const
  * the size allows, fewer, longer ones beyond. In a persistent kernel, whose
  * resident blocks run every stage: about one wave of them, at most 8
  * outputs a thread (cg_mono_factor; KILN_MONO_ILP=0, one). ResNet-50's
- * max pool at 256 x 1 went from 784 rTasks in 6 waves (14 us in the mono
- * profile) to 98; H100, fp16, one call, two rounds, outputs bit-identical
- * (mono, conv products on): ResNet-50 256 x 1 502 / 502 -> 498 / 497 us,
- * GoogLeNet 256 x 1 355 / 356 -> 307 / 309 and 256 x 3 281 / 275 -> 265 /
- * 266, MobileNetV2 (depthwise convolutions) 256 x 1 319 / 321 -> 269 / 269
- * and 256 x 3 311 / 305 -> 287 / 290. */
+ * max pool at 256 x 1 took 784 rTasks, 6 waves (14 us in the mono
+ * profile); now 6 outputs a thread, 131 rTasks (H100, fp16, one call,
+ * outputs bit-identical: 256 x 1 with conv products 502 / 502 -> 498 / 497
+ * us). MobileNetV2's depthwise convolutions and GoogLeNet's pools at mono's
+ * default, 256 x 3 (H100, one call against the build before, three rounds,
+ * outputs bit-identical): MobileNetV2 249 / 252 / 244 -> 228 / 226 / 230
+ * us, GoogLeNet 271 / 271 / 269 -> 266 / 262 / 261. */
 static int items_per_thread(const cg_emitter *e, int64_t total, int block)
 {
     cg_mono_ctx m;
@@ -793,7 +794,7 @@ static int product_form(const cg_emitter *e, const sched_group *grp)
     conv_geom g;
     conv_geometry(n, &g);
     const ir_value *x = n->in[0], *w = n->in[1], *y = grp->nodes[grp->n_nodes - 1]->out[0];
-    if (kind_of(e, n, &g) != CONV_TC || cg_store(e, x) != cg_store(e, w) || g.c % 8) return 0;
+    if (kind_of(e, n, &g) != CONV_TC || cg_store(e, x) != cg_store(e, w)) return 0;
     /* x NCHW: one image whose pixels, its contiguous dim, come in 16-byte rows */
     if (!cg_is_nhwc(e, x) && (g.n != 1 || (g.h * g.w) % 8)) return 0;
     pass_epilogue ep;
@@ -829,7 +830,7 @@ int64_t cg_conv_pointwise_macs(const ir_node *n)
     conv_geom g;
     conv_geometry(n, &g);
     bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && g.pe_h == 0 &&
-                     g.pe_w == 0 && g.groups == 1 && g.oh == g.h && g.ow == g.w;
+                     g.pe_w == 0 && g.groups == 1 && g.oh == g.h && g.ow == g.w && g.c % 8 == 0;
     return pointwise ? g.n * g.oh * g.ow * g.k * g.c : 0;
 }
 

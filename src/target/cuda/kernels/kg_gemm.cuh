@@ -648,6 +648,14 @@ static __device__ __forceinline__ void kg_fence_proxy_async(void)
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+/* Global memory another block wrote with generic stores, ordered before
+ * this thread by a wait (an acquire, then the block's barrier), is read by
+ * TMA copies through the async proxy: this fence orders them after it. */
+static __device__ __forceinline__ void kg_fence_proxy_async_global(void)
+{
+    asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+
 /* A shared-memory matrix descriptor: start address, leading and stride
  * byte offsets, swizzle (1: 128-byte, 2: 64-byte). */
 static __device__ __forceinline__ kg_u64 kg_wg_desc(unsigned addr, unsigned lbo, unsigned sbo, int swizzle)
@@ -1036,6 +1044,9 @@ static __device__ __forceinline__ void kg_gemm_tma_first(const kg_gemm_args *g, 
     }
     if (g->grid_dep) kg_grid_dep();
     if ((int)threadIdx.x == issuer) {
+        /* in a persistent kernel the operands come from earlier stages'
+         * stores (griddepcontrol.wait orders a whole grid's instead) */
+        if (!g->grid_dep) kg_fence_proxy_async_global();
         for (int s = 0; s < n; s++) {
             if (s >= early) kg_gemm_tma_b(g, smem_b + s * b_bytes, full + 8 * s, n0, kt0 + s, bm, bn);
             kg_gemm_tma_a(g, smem + s * a_bytes, full + 8 * s, m0, kt0 + s, bm, cn, rank);
