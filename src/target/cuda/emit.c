@@ -569,11 +569,12 @@ static kiln_status check_op(cg_emitter *e, const sched_group *grp, const cg_op *
  * 256x1, 1464 at 128x1; one H100, one run each), unless their pointwise
  * convolutions are large: at one block a multiprocessor those run as TMA
  * products (cg_conv_product), so one where they average at least
- * MONO_LARGE_POINTWISE multiply-adds (ResNet-50's 33 average 55 M,
- * GoogLeNet's 37 10 M, MobileNetV2's 34 7.9 M). H100, fp16, one call, two
- * rounds, outputs within fp16 rounding (us, 256x3 / 256x1 with products):
- * ResNet-50 628 / 658 against 502 / 502, GoogLeNet 272 / 273 against 355
- * / 356, MobileNetV2 243 / 243 against 319 / 321. The line between small
+ * MONO_LARGE_POINTWISE multiply-adds and are 16-bit (ResNet-50's 33
+ * average 55 M; GoogLeNet's 37, 10 M; MobileNetV2's 34, 7.9 M; measured at
+ * batch 1 only). H100, fp16, one call, two rounds, outputs within fp16
+ * rounding (us, 256x3 / 256x1 with products): ResNet-50 628 / 658 against
+ * 502 / 502, GoogLeNet 272 / 273 against 355 / 356, MobileNetV2 243 / 243
+ * against 319 / 321. The line between small
  * and large: the largest product's output, at most MONO_SMALL_PRODUCT
  * elements (ViT b1's largest is 0.6 M, BERT b16's 6.3 M). Since GEMM tiles
  * may be narrow (cg_op.narrow), 256-thread blocks serve ViT and BERT b16
@@ -654,7 +655,8 @@ static int mono_block(const sched_program *p)
 static int mono_blocks_per_sm(const sched_program *p, int block, const char *precision)
 {
     int64_t rows, largest = largest_product(p, &rows);
-    if (block == 256 && convs_dominate(p)) return large_pointwise(p, precision) ? MONO_BLOCKS_PER_SM_SMALL : MONO_BLOCKS_PER_SM;
+    if (block == 256 && convs_dominate(p))
+        return large_pointwise(p, precision) ? MONO_BLOCKS_PER_SM_SMALL : MONO_BLOCKS_PER_SM;
     if (block == 256) return largest == 0 ? MONO_BLOCKS_PER_SM : MONO_BLOCKS_PER_SM_SMALL;
     return largest <= MONO_SMALL_PRODUCT ? MONO_BLOCKS_PER_SM_SMALL : MONO_BLOCKS_PER_SM;
 }
