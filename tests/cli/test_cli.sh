@@ -404,24 +404,24 @@ PY
     expect cuda_mono_wide_product_config 0 "blocks of 128 threads, 3 a multiprocessor" -- "$kiln" inspect "$tmp/wide.onnx" \
         --schedule mono --precision fp16
     # convolutions: three blocks of 256 threads a multiprocessor, unless the
-    # pointwise ones are 16-bit and average 2^25 multiply-adds or more
-    # (ResNet-50's 55 M): then one, where they run as TMA products
+    # pointwise ones are 16-bit and average 2^25 multiply-adds an image or
+    # more (ResNet-50's 55 M): then one, where they run as TMA products
     # (kg_gemm_wgt); a pool in a persistent kernel takes outputs enough for
     # about one wave of its blocks (3136 blocks' worth on 132: 8 a thread,
     # where a kernel of its own takes 4), one without ILP
-    python3 - "$tmp/pwbig.onnx" "$tmp/pwsmall.onnx" <<'PY'
+    python3 - "$tmp/pwbig.onnx" "$tmp/pwsmall.onnx" "$tmp/pwbatch.onnx" <<'PY'
 import sys
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 rng = np.random.default_rng(0)
-for path, c, k, hw in ((sys.argv[1], 64, 256, 56), (sys.argv[2], 32, 64, 28)):
+for path, n, c, k, hw in ((sys.argv[1], 1, 64, 256, 56), (sys.argv[2], 1, 32, 64, 28), (sys.argv[3], 32, 32, 64, 28)):
     w1 = numpy_helper.from_array((rng.standard_normal((c, c, 3, 3)) * 0.05).astype(np.float32), "w1")
     w2 = numpy_helper.from_array((rng.standard_normal((k, c, 1, 1)) * 0.05).astype(np.float32), "w2")
     nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1] * 4), helper.make_node("Relu", ["c1"], ["r1"]),
              helper.make_node("Conv", ["r1", "w2"], ["c2"]), helper.make_node("Relu", ["c2"], ["r2"]),
              helper.make_node("MaxPool", ["r2"], ["y"], kernel_shape=[3, 3], pads=[1] * 4)]
-    g = helper.make_graph(nodes, "pw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, hw, hw])],
+    g = helper.make_graph(nodes, "pw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, hw, hw])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w1, w2])
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
 PY
@@ -433,6 +433,9 @@ PY
         "$tmp/pwsmall.onnx" --schedule mono --precision fp16
     expect cuda_mono_small_pointwise_conv 0 "2" -- sh -c "'$kiln' inspect '$tmp/pwsmall.onnx' --schedule mono \
         --precision fp16 | grep -c '\[kg_conv_tc'"
+    # per image: 32 images of pwsmall's make 51 M multiply-adds a batch, 1.6 M an image
+    expect cuda_mono_pointwise_batch_config 0 "blocks of 256 threads, 3 a multiprocessor" -- "$kiln" inspect \
+        "$tmp/pwbatch.onnx" --schedule mono --precision fp16
     expect cuda_mono_pointwise_fp32_config 0 "blocks of 256 threads, 3 a multiprocessor" -- "$kiln" inspect \
         "$tmp/pwbig.onnx" --schedule mono
     expect cuda_mono_pool_ilp 0 "max pool, one thread per output, 8 per thread" -- sh -c "'$kiln' compile \

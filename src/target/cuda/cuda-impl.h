@@ -269,9 +269,9 @@ kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op);
  * epilogue reads it as it writes y). 0: none of these.
  * KILN_CONV_PRODUCT=0: never. */
 int cg_conv_product(const cg_emitter *e, const sched_group *grp);
-/* Node n's multiply-adds where it is a pointwise convolution (1x1, stride
- * 1, no padding, one group, channels a multiple of 8: the geometry
- * cg_conv_product asks for), else 0. */
+/* Node n's multiply-adds per image where it is a pointwise convolution
+ * (1x1, stride 1, no padding, one group, channels a multiple of 8: the
+ * geometry cg_conv_product asks for), else 0. */
 int64_t cg_conv_pointwise_macs(const ir_node *n);
 /* Which activations are stored NHWC (and their readers' weights reordered):
  * those a tensor-core convolution writes and only tensor-core convolutions

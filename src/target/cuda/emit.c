@@ -569,13 +569,13 @@ static kiln_status check_op(cg_emitter *e, const sched_group *grp, const cg_op *
  * 256x1, 1464 at 128x1; one H100, one run each), unless their pointwise
  * convolutions are large: at one block a multiprocessor those run as TMA
  * products (cg_conv_product), so one where they average at least
- * MONO_LARGE_POINTWISE multiply-adds and are 16-bit (ResNet-50's 33
- * average 55 M; GoogLeNet's 37, 10 M; MobileNetV2's 34, 7.9 M; measured at
- * batch 1 only). H100, fp16, one call, two rounds, outputs within fp16
- * rounding (us, 256x3 / 256x1 with products): ResNet-50 628 / 658 against
- * 502 / 502, GoogLeNet 272 / 273 against 355 / 356, MobileNetV2 243 / 243
- * against 319 / 321. The line between small
- * and large: the largest product's output, at most MONO_SMALL_PRODUCT
+ * MONO_LARGE_POINTWISE multiply-adds an image and are 16-bit (ResNet-50's
+ * 33 average 55 M; GoogLeNet's 37, 10 M; MobileNetV2's 34, 7.9 M; batch 4
+ * at large_pointwise). H100, fp16, one call, two rounds, outputs within
+ * fp16 rounding (us, 256x3 / 256x1 with products): ResNet-50 628 / 658
+ * against 502 / 502, GoogLeNet 272 / 273 against 355 / 356, MobileNetV2
+ * 243 / 243 against 319 / 321. The line between small and large products:
+ * the largest product's output, at most MONO_SMALL_PRODUCT
  * elements (ViT b1's largest is 0.6 M, BERT b16's 6.3 M). Since GEMM tiles
  * may be narrow (cg_op.narrow), 256-thread blocks serve ViT and BERT b16
  * better (below, mono_block). */
@@ -606,7 +606,11 @@ static int64_t largest_product(const sched_program *p, int64_t *rows)
 
 /* Whether the pointwise convolutions (cg_conv_pointwise_macs), which at one
  * block a multiprocessor run as products where they are 16-bit, average at
- * least MONO_LARGE_POINTWISE multiply-adds. */
+ * least MONO_LARGE_POINTWISE multiply-adds an image. An image, not the
+ * batch: at batch 4 (H100, fp16, mono, two rounds) ResNet-50 ran 1297 /
+ * 1310 us at 256x3 and 855 / 869 at 256x1, but GoogLeNet (40 M a batch,
+ * 10 M an image) 555 / 563 against 719 / 732 and MobileNetV2 (32 M, 7.9 M)
+ * 411 / 414 against 566 / 571. */
 static bool large_pointwise(const sched_program *p, const char *precision)
 {
     bool sixteen = precision && (strcmp(precision, "fp16") == 0 || strcmp(precision, "bf16") == 0);

@@ -831,7 +831,7 @@ int64_t cg_conv_pointwise_macs(const ir_node *n)
     conv_geometry(n, &g);
     bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && g.pe_h == 0 &&
                      g.pe_w == 0 && g.groups == 1 && g.oh == g.h && g.ow == g.w && g.c % 8 == 0;
-    return pointwise ? g.n * g.oh * g.ow * g.k * g.c : 0;
+    return pointwise ? g.oh * g.ow * g.k * g.c : 0;
 }
 
 kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op)
