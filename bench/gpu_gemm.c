@@ -76,6 +76,12 @@ static const shape shapes[] = {
     /* BERT's FFN2 as the model has it */
     {"bert16_ffn2_bias_res", 1, 2048, 768, 3072, 0, 0, KILN_F16, EPI_BIAS_RES, true},
     {"bert16_ffn1_nmajor", 1, 2048, 3072, 768, 0, 1, KILN_F16, EPI_NONE, true}, /* B as ONNX stores it */
+    /* one row: ResNet-50's fc, BERT's pooler, ViT-B/16's head at batch 1 (kg_gemm_gemv among the candidates);
+     * 8 rows, where it is not */
+    {"resnet_fc", 1, 1, 1000, 2048, 0, 0, KILN_F16, EPI_BIAS_RES, true},
+    {"bert1_pooler", 1, 1, 768, 768, 0, 0, KILN_F16, EPI_BIAS_GELU, true},
+    {"vit_head", 1, 1, 1000, 768, 0, 0, KILN_F16, EPI_NONE, true},
+    {"rows8_8x3072x768", 1, 8, 3072, 768, 0, 0, KILN_F16, EPI_BIAS_GELU, true},
     {"sq4096_bf16", 1, 4096, 4096, 4096, 0, 1, KILN_BF16, EPI_NONE, true},
     {"sq2048_f32", 1, 2048, 2048, 2048, 0, 1, KILN_F32, EPI_NONE, true},
     /* correctness: every layout, edges of tiles and k-tiles */
@@ -101,6 +107,10 @@ static const shape shapes[] = {
     {"chk_odd_f32_37x45x29_kk", 2, 37, 45, 29, 0, 0, KILN_F32, EPI_BIAS_GELU, false},
     {"chk_odd_f32_37x45x29_mn", 1, 37, 45, 29, 1, 1, KILN_F32, EPI_BIAS_RES, false},
     {"chk_k0_16x24x0", 1, 16, 24, 0, 0, 1, KILN_F16, EPI_BIAS_GELU, false},
+    /* kg_gemm_gemv: a short last chunk, columns past the last warp's, batches, fp32 and bf16 */
+    {"chk_gemv_b2_1x37x203_kk", 2, 1, 37, 203, 0, 0, KILN_F16, EPI_BIAS_RES, false},
+    {"chk_gemv_1x300x40_kk", 1, 1, 300, 40, 0, 0, KILN_BF16, EPI_BIAS_GELU, false},
+    {"chk_gemv_f32_1x45x29_kk", 1, 1, 45, 29, 0, 0, KILN_F32, EPI_BIAS_RES, false},
 };
 
 #define N_SHAPES ((int)KILN_COUNT(shapes))
@@ -421,6 +431,7 @@ static double time_kernel(device *dv, CUfunction fn, unsigned grid, unsigned blo
 static void cfg_name(const gemm_cfg *c, char *buf, size_t n)
 {
     if (c->kind == GEMM_SIMT) snprintf(buf, n, "simt %dx%d", c->bm, c->bn);
+    else if (c->kind == GEMM_GEMV) snprintf(buf, n, "gemv w%dx%d", c->wm, c->wn);
     else if (c->kind == GEMM_WG) snprintf(buf, n, "wg %dx%dx%d st%d", c->bm, c->bn, c->bk, c->stages);
     else {
         int len = c->kind == GEMM_WGT

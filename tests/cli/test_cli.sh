@@ -381,6 +381,31 @@ PY
     expect cuda_epi_touch_off 0 "1" -- sh -c "KILN_EPI_TOUCH=0 '$kiln' compile '$tmp/ffn2.onnx' \
         -o '$tmp/ffn2e0.kiln' --target cuda --precision fp16 --schedule waves --emit-source '$tmp/esrc0' >/dev/null 2>&1 \
         && grep -c '^#define KG_NO_EPI_TOUCH 1' '$tmp/esrc0/model.cu'"
+    # products of one row with A and B K-major (a classifier at batch 1)
+    # take the matrix-vector template, in either schedule; 2 rows do not
+    python3 - "$tmp/rows1.onnx" "$tmp/rows2.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+for path, m in ((sys.argv[1], 1), (sys.argv[2], 2)):
+    inits = [numpy_helper.from_array(rng.standard_normal((150, 200)).astype(np.float32), "b"),
+             numpy_helper.from_array(rng.standard_normal(150).astype(np.float32), "bias")]
+    nodes = [helper.make_node("Gemm", ["a", "b", "bias"], ["g"], transB=1), helper.make_node("Relu", ["g"], ["y"])]
+    g = helper.make_graph(nodes, "rows", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [m, 200])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+PY
+    for s in waves mono; do
+        expect "cuda_gemv_$s" 0 "[kg_gemm_gemv " -- "$kiln" inspect "$tmp/rows1.onnx" --schedule $s --precision fp16
+    done
+    expect cuda_gemv_two_rows 0 "another product" -- sh -c "out=\$('$kiln' inspect '$tmp/rows2.onnx' --schedule waves --precision fp16) \
+        && echo \"\$out\" | grep -q 'group 0 .*\[kg_gemm_' && ! echo \"\$out\" | grep -q kg_gemm_gemv \
+        && echo 'another product'"
+    expect cuda_gemv_compiles 0 "kg_gemm_gemv(&g, tn, " -- sh -c "'$kiln' compile '$tmp/rows1.onnx' -o '$tmp/rows1.kiln' \
+        --target cuda --precision fp16 --emit-source '$tmp/rows1src' >/dev/null 2>&1 && grep -o 'kg_gemm_gemv(&g, tn, ' \
+        '$tmp/rows1src/model.cu'"
     # products taller than one 128-row tile (ViT's 197 rows, BERT b16's 2048):
     # one block of 256 threads a multiprocessor by default; BERT b1's 128
     # rows (mm.onnx below) keep one of 128; a large product of few rows

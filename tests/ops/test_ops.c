@@ -1705,6 +1705,32 @@ static void b_gemm_act(tc *c)
     tc_out(c, "y");
 }
 
+/* Products of one row (a classifier at batch 1), which the cuda target
+ * computes with kg_gemm_gemv where A and B are K-major: variant 0, Gemm
+ * transB=1 + bias + Relu, K a multiple of 8; 1, an odd K (a lane's last
+ * chunk short) and N past the last warp's columns; 2, ResNet-50's fc, K
+ * 2048 and N 1000; 3, MatMul of B [K, N] (stored K-major for the product)
+ * + bias. */
+static void b_gemm_one_row(tc *c)
+{
+    int64_t M = 1;
+    int64_t K = c->variant == 1 ? rint_(c, 20, 300) | 1 : c->variant == 2 ? 2048 : 8 * rint_(c, 2, 40);
+    int64_t N = c->variant == 2 ? 1000 : rint_(c, 1, 300);
+    tc_note(c, "M=%lld K=%lld N=%lld", (long long)M, (long long)K, (long long)N);
+    tc_input(c, "a", KILN_F32, 2, (int64_t[]){M, K}, G_NORMAL);
+    tc_const(c, "bias", KILN_F32, 1, &N, G_NORMAL);
+    if (c->variant == 3) {
+        tc_const(c, "b", KILN_F32, 2, (int64_t[]){K, N}, G_NORMAL);
+        tc_node(c, "MatMul", "a,b", "t");
+        tc_node(c, "Add", "t,bias", "y");
+    } else {
+        tc_const(c, "b", KILN_F32, 2, (int64_t[]){N, K}, G_NORMAL);
+        ai(c, tc_node(c, "Gemm", "a,b,bias", "g"), "transB", 1);
+        tc_node(c, "Relu", "g", "y");
+    }
+    tc_out(c, "y");
+}
+
 /* A residual Add after views of a contraction's output joins its epilogue
  * (ViT's out-projection: Gemm, Reshape [M,1,N], Transpose to [1,M,N], Add).
  * Variant 0: that; 1: MatMul [1,M,K] x [K,N], Reshape to [M,N], Add; 2: the
@@ -3262,6 +3288,7 @@ static const op_case case_table[] = {
     CASE("MatMul+scale+residual+act", b_matmul_scale_res),
     CASE("Gemm", b_gemm),
     CASE("Gemm+act", b_gemm_act),
+    {"Gemm/one_row", b_gemm_one_row, "", 0, G_NORMAL, 0, EXPECT_C, 4},
     {"Gemm+views+residual", b_gemm_viewed_residual, "", 0, G_NORMAL, 0, EXPECT_C, 3},
     FB("Gemm/full_C_or_beta", b_gemm_full_c, 2),
     {"MatMul+act/special_values", b_epilogue_special, "", 0, G_NORMAL, 0, EXPECT_C, 8},
