@@ -76,8 +76,8 @@ static const shape shapes[] = {
     /* BERT's FFN2 as the model has it */
     {"bert16_ffn2_bias_res", 1, 2048, 768, 3072, 0, 0, KILN_F16, EPI_BIAS_RES, true},
     {"bert16_ffn1_nmajor", 1, 2048, 3072, 768, 0, 1, KILN_F16, EPI_NONE, true}, /* B as ONNX stores it */
-    /* one row: ResNet-50's fc, BERT's pooler, ViT-B/16's head at batch 1 (kg_gemm_gemv among the candidates);
-     * 8 rows, where it is not */
+    /* one row: ResNet-50's fc (bias only in the model; the residual here exercises the epilogue), BERT's
+     * pooler, ViT-B/16's head at batch 1 (kg_gemm_gemv among the candidates); 8 rows, where it is not */
     {"resnet_fc", 1, 1, 1000, 2048, 0, 0, KILN_F16, EPI_BIAS_RES, true},
     {"bert1_pooler", 1, 1, 768, 768, 0, 0, KILN_F16, EPI_BIAS_GELU, true},
     {"vit_head", 1, 1, 1000, 768, 0, 0, KILN_F16, EPI_NONE, true},

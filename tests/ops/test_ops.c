@@ -1709,8 +1709,8 @@ static void b_gemm_act(tc *c)
  * computes with kg_gemm_gemv where A and B are K-major: variant 0, Gemm
  * transB=1 + bias + Relu, K a multiple of 8; 1, an odd K (a lane's last
  * chunk short) and N past the last warp's columns; 2, ResNet-50's fc, K
- * 2048 and N 1000; 3, MatMul of B [K, N] (stored K-major for the product)
- * + bias. */
+ * 2048 and N 1000; 3, MatMul of B [K, N] + bias (stored K-major for the
+ * product with 16-bit storage on sm_90; else another template). */
 static void b_gemm_one_row(tc *c)
 {
     int64_t M = 1;

@@ -1,7 +1,8 @@
 /*
  * emit_gemm.c: the cuda target's MatMul / Gemm groups, with their fused
  * epilogues (Bolt 3.2: scale, bias, residual, activation), as calls to the
- * kg_gemm_wg / kg_gemm_tc / kg_gemm_simt templates (kernels/kg_gemm.cuh).
+ * kg_gemm_wgt / kg_gemm_wg / kg_gemm_tc / kg_gemm_simt / kg_gemm_gemv
+ * templates (kernels/kg_gemm.cuh).
  *
  * A group becomes op_<id>(c, t): rTask t is one output tile of one batch.
  * Batch dims broadcast like numpy; when only A has batch dims they fold
@@ -10,7 +11,8 @@
  * contiguous extents a multiple of 8 (16-byte rows): warpgroup MMA when
  * tuning for sm_90, mma.sync otherwise and for small tiles; the fp32 FMA
  * template takes everything else (float32 storage, mixed storage, odd
- * extents).
+ * extents), except products of one row with A and B K-major, which the
+ * matrix-vector template also offers to take.
  *
  * Configurations (Bolt 3.2.2): fixed tables of a few tens of tile shapes
  * per template, filtered by what fits the GPU and the problem, offered to
@@ -325,18 +327,24 @@ static const gemm_cfg simt_table[] = {
     {GEMM_SIMT, 32, 64, 8, 0, 0, 1, 2, 1, 0, 0}, {GEMM_SIMT, 64, 32, 8, 0, 0, 1, 2, 1, 0, 0},
 };
 
-/* kg_gemm_gemv (products of one row): 4 or 8 warps, 1, 2 or 4 columns a
- * warp. */
+/* kg_gemm_gemv (products of one row): 4 or 8 warps, 1 or 2 columns a warp,
+ * at most GEMV_COLS_MAX (KG_GEMV_COLS_MAX in kg_gemm.cuh). 4 columns took
+ * 117-136 registers a thread (which a persistent kernel of three 256-thread
+ * blocks a multiprocessor would spill) and were slower on every shape of
+ * bench/gpu_gemm (ResNet-50's fc 6.9 and 10.1 us against 4.4). */
+#define GEMV_COLS_MAX 2
 static const gemm_cfg gemv_table[] = {
-    {GEMM_GEMV, 1, 4, 256, 4, 1, 1, 1, 1, 0, 0},  {GEMM_GEMV, 1, 8, 256, 4, 2, 1, 1, 1, 0, 0},
-    {GEMM_GEMV, 1, 16, 256, 4, 4, 1, 1, 1, 0, 0}, {GEMM_GEMV, 1, 8, 256, 8, 1, 1, 1, 1, 0, 0},
-    {GEMM_GEMV, 1, 16, 256, 8, 2, 1, 1, 1, 0, 0}, {GEMM_GEMV, 1, 32, 256, 8, 4, 1, 1, 1, 0, 0},
+    {GEMM_GEMV, 1, 4, 256, 4, 1, 1, 1, 1, 0, 0},
+    {GEMM_GEMV, 1, 8, 256, 4, 2, 1, 1, 1, 0, 0},
+    {GEMM_GEMV, 1, 8, 256, 8, 1, 1, 1, 1, 0, 0},
+    {GEMM_GEMV, 1, 16, 256, 8, 2, 1, 1, 1, 0, 0},
 };
 
 /* Every table's tiles (the warpgroup ones twice: with and without TMA),
- * each also in every split (add_splits; the TMA ones twice, summed through
- * the workspace and in a cluster), and the TMA ones twice more with a
- * producer warp, alone and in clusters of two (add_clusters). */
+ * each but the matrix-vector ones also in every split (add_splits; the TMA
+ * ones twice, summed through the workspace and in a cluster), and the TMA
+ * ones twice more with a producer warp, alone and in clusters of two
+ * (add_clusters). */
 #define MAX_CANDS                                                                                                \
     ((int)((KILN_COUNT(tc_table) + 2 * KILN_COUNT(wg_table) + KILN_COUNT(wgt_deep_table) + KILN_COUNT(simt_table)) * \
                (1 + KILN_COUNT(split_cands)) +                                                                    \
@@ -845,8 +853,10 @@ static void emit_call(base_str *s, const gemm_problem *g, const gemm_cfg *c, con
         base_str_printf(s, "    int tm, tn;\n    kg_gemm_raster(t, %lld, %lld, 8, &tm, &tn);\n",
                         (long long)cdiv(g->m, c->bm), (long long)cdiv(g->n, c->bn));
     if (c->kind == GEMM_SIMT) base_str_printf(s, "    kg_gemm_simt(&g, tm, tn, %d, %d);\n}\n\n", c->bm, c->bn);
-    else if (c->kind == GEMM_GEMV)
+    else if (c->kind == GEMM_GEMV) {
+        KILN_ASSERT(c->wn >= 1 && c->wn <= GEMV_COLS_MAX);
         base_str_printf(s, "    (void)tm;\n    kg_gemm_gemv(&g, tn, %d, %d);\n}\n\n", c->wm, c->wn);
+    }
     else if (c->kind == GEMM_WGT)
         if (c->cn)
             base_str_printf(s, "    kg_gemm_wgt_ws(&g, tm, tn, %d, %d, %d, %d);\n}\n\n", c->bm, c->bn, c->stages,

@@ -3,7 +3,7 @@
  * tile of C = act(alpha op(A) op(B) + beta bias + residual) per rTask,
  * with the epilogue applied to the fp32 accumulators before the only store.
  *
- * Three templates, called from the generated op_<id> (emit_gemm.c):
+ * The templates, called from the generated op_<id> (emit_gemm.c):
  *
  *   kg_gemm_wg    Hopper's warpgroup MMA (wgmma, sm_90a) on shared-memory
  *                 descriptors, for A and B stored as __half or
@@ -1505,7 +1505,7 @@ static __device__ __forceinline__ void kg_gemm_simt(const kg_gemm_args *g, int t
  * column: 8 x 3072 x 768 took 16.9 us against 4.2 for a kg_gemm_tc tile
  * on an H100.)
  */
-#define KG_GEMV_COLS_MAX 4
+#define KG_GEMV_COLS_MAX 2 /* emit_gemm.c GEMV_COLS_MAX */
 
 /* Elements p[i .. i + 7] as floats, those at or past `left` as 0. */
 static __device__ __forceinline__ void kg_gemv_ld8(const void *p, kg_i64 i, int left, const int dt, float *v)
