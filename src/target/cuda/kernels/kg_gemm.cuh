@@ -9,6 +9,10 @@
  *                 descriptors, for A and B stored as __half or
  *                 __nv_bfloat16 with 16-byte aligned rows; the sm_80 image
  *                 of the same program runs kg_gemm_tc in its place.
+ *   kg_gemm_wgt   the same MMAs on k-tiles the tensor memory accelerator
+ *                 copies (cp.async.bulk.tensor, mbarriers), with
+ *                 kg_gemm_wgt_ws (a producer warp, clusters) and split-K
+ *                 summed in a cluster (kg_gemm_wgt_csum); below.
  *   kg_gemm_tc    the same operands on mma.sync.m16n8k16 with ldmatrix:
  *                 every GPU from sm_80, and small tiles on sm_90 (small
  *                 problems, attention products).
