@@ -24,18 +24,10 @@
 /* Bytes of a constant hashed (the comparison reads all of them). */
 #define HASH_BYTES 64
 
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    return h * 0xff51afd7ed558ccdull;
-}
+/* The hashes chain base_hash_bytes through its seed. */
+static uint64_t mix(uint64_t h, uint64_t v) { return base_hash_bytes(&v, sizeof(v), h); }
 
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = mix(h, b[i]);
-    return h;
-}
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) { return base_hash_bytes(p, n, h); }
 
 static uint64_t hash_str(uint64_t h, const char *s) { return s ? hash_bytes(h, s, strlen(s)) : mix(h, 0); }
 
