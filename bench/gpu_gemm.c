@@ -670,7 +670,7 @@ int main(int argc, char **argv)
     printf("%s: sm_%d%d, %d SMs, %d KB shared memory per block; NVRTC %d\n", info.name, info.sm_major, info.sm_minor,
            info.n_sms, info.smem_per_block_optin_bytes / 1024, cg_nvrtc_version());
 
-    job jobs[N_SHAPES];
+    static job jobs[N_SHAPES]; /* megabytes: not on the stack */
     int n_jobs = 0;
     for (int i = 0; i < N_SHAPES; i++) {
         const shape *s = &shapes[i];

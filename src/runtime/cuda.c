@@ -42,6 +42,7 @@ static const struct {
     ENTRY(cuModuleGetFunction, "cuModuleGetFunction"),
     ENTRY(cuModuleGetGlobal, "cuModuleGetGlobal_v2"),
     ENTRY(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled"),
+    ENTRY(cuTensorMapEncodeIm2col, "cuTensorMapEncodeIm2col"),
     ENTRY(cuFuncSetAttribute, "cuFuncSetAttribute"),
     ENTRY(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor"),
     ENTRY(cuLaunchKernel, "cuLaunchKernel"),
@@ -359,15 +360,27 @@ kiln_status rt_cuda_fill_tmaps(CUmodule m, const struct rt_gtmap *maps, int n, C
             st = base_diag_add(d, KILN_ERR_INVALID_MODEL, "tensor map %d: %s", i, why);
             break;
         }
+        void *base = (void *)(uintptr_t)((t->space ? weights : arena) + t->offset);
+        int dt = t->dtype == KILN_GPREC_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+        if (t->im2col) {
+            /* corners and steps W first, as the dimensions run */
+            unsigned long long dims[4] = {t->dim0, t->dim1, t->dim2, t->dim3};
+            unsigned long long strides[3] = {t->stride1, t->stride2, t->stride3};
+            int lower[2] = {t->lower_w, t->lower_h}, upper[2] = {t->upper_w, t->upper_h};
+            unsigned step[4] = {1, t->step_w, t->step_h, 1};
+            st = KILN_CU_CHECK(d, cu->cuTensorMapEncodeIm2col(&enc[i], dt, 4, base, dims, strides, lower, upper,
+                                                              t->box0, t->box1, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                                              CU_TENSOR_MAP_SWIZZLE_128B,
+                                                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+            continue;
+        }
         unsigned long long dims[2] = {t->dim0, t->dim1}, strides[1] = {t->stride1};
         unsigned box[2] = {t->box0, t->box1}, step[2] = {1, 1};
-        void *base = (void *)(uintptr_t)((t->space ? weights : arena) + t->offset);
-        st = KILN_CU_CHECK(d, cu->cuTensorMapEncodeTiled(
-                                  &enc[i], t->dtype == KILN_GPREC_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
-                                                                       : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-                                  2, base, dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+        st = KILN_CU_CHECK(d, cu->cuTensorMapEncodeTiled(&enc[i], dt, 2, base, dims, strides, box, step,
+                                                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
     }
     if (st == KILN_OK) st = KILN_CU_CHECK(d, cu->cuMemcpyHtoD(at, enc, (size_t)n * sizeof(CUtensorMap)));
     base_free(enc);

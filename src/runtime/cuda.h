@@ -83,7 +83,7 @@ enum { CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2, CU_POINTER_ATTRIBUTE_IS_MANAGED = 8
 enum { CU_MEMORYTYPE_HOST = 1, CU_MEMORYTYPE_DEVICE = 2 };                           /* CUmemorytype */
 
 /* Tensor maps (TMA descriptors, sm_90): CUtensorMap and the enum values kiln
- * passes to cuTensorMapEncodeTiled. */
+ * passes to cuTensorMapEncodeTiled and cuTensorMapEncodeIm2col. */
 typedef struct CUtensorMap {
     _Alignas(128) unsigned long long opaque[16];
 } CUtensorMap;
@@ -141,6 +141,11 @@ typedef struct rt_cuda_api {
                                        const unsigned long long *dims, const unsigned long long *strides,
                                        const unsigned *box, const unsigned *element_strides, int interleave,
                                        int swizzle, int l2_promotion, int oob_fill);
+    CUresult (*cuTensorMapEncodeIm2col)(CUtensorMap *map, int dtype, unsigned rank, void *address,
+                                        const unsigned long long *dims, const unsigned long long *strides,
+                                        const int *lower_corner, const int *upper_corner, unsigned channels,
+                                        unsigned pixels, const unsigned *element_strides, int interleave,
+                                        int swizzle, int l2_promotion, int oob_fill);
     CUresult (*cuFuncSetAttribute)(CUfunction fn, int attribute, int value);
     CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *n_blocks, CUfunction fn, int block_size,
                                                             size_t dyn_smem_bytes);

@@ -19,7 +19,7 @@
 #define HEADER_BYTES 40
 #define IMAGE_HEADER_BYTES 16
 #define LAUNCH_MIN_BYTES 24 /* segment, grid, block, smem, two empty strings */
-#define TMAP_BYTES 48
+#define TMAP_BYTES 112
 
 const char *rt_gprec_name(kiln_gprec p)
 {
@@ -128,6 +128,18 @@ kiln_status rt_gprog_encode(const rt_gprog *p, void **buf, size_t *n, base_diag 
         put_le(b + pos + 32, m->stride1, 8);
         put_le(b + pos + 40, m->box0, 4);
         put_le(b + pos + 44, m->box1, 4);
+        put_le(b + pos + 48, (uint64_t)m->im2col, 4);
+        put_le(b + pos + 52, m->dim2, 8);
+        put_le(b + pos + 60, m->dim3, 8);
+        put_le(b + pos + 68, m->stride2, 8);
+        put_le(b + pos + 76, m->stride3, 8);
+        put_le(b + pos + 84, (uint32_t)m->lower_w, 4);
+        put_le(b + pos + 88, (uint32_t)m->lower_h, 4);
+        put_le(b + pos + 92, (uint32_t)m->upper_w, 4);
+        put_le(b + pos + 96, (uint32_t)m->upper_h, 4);
+        put_le(b + pos + 100, m->step_w, 4);
+        put_le(b + pos + 104, m->step_h, 4);
+        put_le(b + pos + 108, 0, 4);
         pos += TMAP_BYTES;
     }
     KILN_ASSERT(pos == total);
@@ -290,18 +302,41 @@ static void read_launch(rd *r, rt_gprog *p, int i)
     }
 }
 
+/* An im2col map's own checks (rt_gtmap_check): NULL when it passes. */
+static const char *im2col_why(const rt_gtmap *m, uint64_t space_bytes)
+{
+    const uint64_t lim = (uint64_t)1 << 40, dim_lim = (uint64_t)1 << 32;
+    if (m->dim0 < 1 || m->dim1 < 1 || m->dim2 < 1 || m->dim3 < 1 || m->dim0 > dim_lim || m->dim1 > dim_lim ||
+        m->dim2 > dim_lim || m->dim3 > dim_lim)
+        return "a dimension is 0 or above 2^32";
+    if (m->stride1 % 16 || m->stride2 % 16 || m->stride3 % 16 || m->stride1 < m->dim0 * 2 ||
+        m->stride2 / m->dim1 < m->stride1 || m->stride3 / m->dim2 < m->stride2 || m->stride3 > lim)
+        return "its strides are not multiples of 16 bytes, each at least the dimension before";
+    if (m->lower_w < -128 || m->lower_w > 127 || m->lower_h < -128 || m->lower_h > 127 || m->upper_w < -128 ||
+        m->upper_w > 127 || m->upper_h < -128 || m->upper_h > 127)
+        return "a corner of its pixel box is outside -128..127";
+    if ((int64_t)m->dim1 - 1 + m->upper_w < m->lower_w || (int64_t)m->dim2 - 1 + m->upper_h < m->lower_h)
+        return "its pixel box is empty";
+    if (m->step_w < 1 || m->step_w > 8 || m->step_h < 1 || m->step_h > 8) return "a traversal step is not 1..8";
+    uint64_t last = (m->dim3 - 1) * m->stride3 + (m->dim2 - 1) * m->stride2 + (m->dim1 - 1) * m->stride1 + m->dim0 * 2;
+    if (m->offset > space_bytes || last > space_bytes - m->offset) return "it reaches beyond its space";
+    return NULL;
+}
+
 bool rt_gtmap_check(const rt_gtmap *m, uint64_t space_bytes, const char **why)
 {
     const uint64_t lim = (uint64_t)1 << 40;
     *why = NULL;
     if (m->space != 0 && m->space != 1) *why = "its space is neither 0 (the arena) nor 1 (the weights)";
     else if (m->dtype != KILN_GPREC_FP16 && m->dtype != KILN_GPREC_BF16) *why = "its dtype is not fp16 or bf16";
-    else if (m->dim0 < 1 || m->dim1 < 1 || m->dim0 > lim || m->dim1 > lim) *why = "a dimension is 0 or too large";
-    else if (m->stride1 % 16 || m->stride1 < m->dim0 * 2 || m->stride1 > lim)
-        *why = "its stride is not a multiple of 16 bytes at least a row long";
+    else if (m->im2col != 0 && m->im2col != 1) *why = "its kind is neither 0 (tiled) nor 1 (im2col)";
     else if (m->offset % 16) *why = "its offset is not 16-byte aligned";
     else if (m->box0 < 8 || m->box0 > 64 || m->box0 % 8 || m->box1 < 1 || m->box1 > 256)
         *why = "its box is not 8..64 (a multiple of 8) by 1..256 elements";
+    else if (m->im2col) *why = im2col_why(m, space_bytes);
+    else if (m->dim0 < 1 || m->dim1 < 1 || m->dim0 > lim || m->dim1 > lim) *why = "a dimension is 0 or too large";
+    else if (m->stride1 % 16 || m->stride1 < m->dim0 * 2 || m->stride1 > lim)
+        *why = "its stride is not a multiple of 16 bytes at least a row long";
     else if (m->offset > space_bytes || (m->dim1 - 1) * m->stride1 + m->dim0 * 2 > space_bytes - m->offset)
         *why = "it reaches beyond its space";
     return *why == NULL;
@@ -319,6 +354,18 @@ static void read_tmap(rd *r, rt_gprog *p, int i)
     m->stride1 = rd_uint(r, 8, "stride1");
     m->box0 = (unsigned)rd_uint(r, 4, "box0");
     m->box1 = (unsigned)rd_uint(r, 4, "box1");
+    m->im2col = (int)rd_uint(r, 4, "im2col");
+    m->dim2 = rd_uint(r, 8, "dim2");
+    m->dim3 = rd_uint(r, 8, "dim3");
+    m->stride2 = rd_uint(r, 8, "stride2");
+    m->stride3 = rd_uint(r, 8, "stride3");
+    m->lower_w = (int32_t)(uint32_t)rd_uint(r, 4, "lower_w");
+    m->lower_h = (int32_t)(uint32_t)rd_uint(r, 4, "lower_h");
+    m->upper_w = (int32_t)(uint32_t)rd_uint(r, 4, "upper_w");
+    m->upper_h = (int32_t)(uint32_t)rd_uint(r, 4, "upper_h");
+    m->step_w = (unsigned)rd_uint(r, 4, "step_w");
+    m->step_h = (unsigned)rd_uint(r, 4, "step_h");
+    if (rd_uint(r, 4, "padding") != 0 && r->st == KILN_OK) rd_fail(r, "tensor map at byte offset %zu: padding not zero", at);
     const char *why;
     if (r->st == KILN_OK && !rt_gtmap_check(m, m->space == 0 ? p->arena_bytes : p->weight_bytes, &why))
         rd_fail(r, "tensor map at byte offset %zu: %s", at, why);

@@ -49,7 +49,10 @@
  *                                 label, zero padding to 4 bytes}
  *         u32 n_tmaps, then n_tmaps x {u32 space (0 arena, 1 weights), u32 dtype
  *                                 (KILN_GPREC_FP16 / _BF16), u64 offset, u64 dim0,
- *                                 u64 dim1, u64 stride1 (bytes), u32 box0, u32 box1}
+ *                                 u64 dim1, u64 stride1 (bytes), u32 box0, u32 box1,
+ *                                 u32 im2col, u64 dim2, u64 dim3, u64 stride2,
+ *                                 u64 stride3, i32 lower_w, i32 lower_h, i32 upper_w,
+ *                                 i32 upper_h, u32 step_w, u32 step_h, 4 zero bytes}
  *
  * Tensor maps (Hopper's TMA). Kernels that copy tiles with the tensor
  * memory accelerator (kg_gemm_wgt) read 128-byte CUtensorMap descriptors
@@ -58,7 +61,10 @@
  * (cuTensorMapEncodeTiled: a 2-D tensor of 16-bit floats at `offset` in the
  * arena or the weights, dim0 contiguous, 128-byte swizzle, zero fill
  * outside the tensor) and copies them into kg_tmaps. Only the sm_90a image
- * uses them.
+ * uses them. An im2col map (cuTensorMapEncodeIm2col) describes an NHWC
+ * activation [dim3][dim2][dim1][dim0] = [N][H][W][C] that a convolution
+ * reads as the rows of its implicit GEMM: one copy moves box1 output
+ * pixels' box0 channels at one filter tap (rt_gtmap).
  *
  * A persistent kernel (--schedule=mono*) runs stages whose blocks wait for
  * one another (grid barriers or completion counters), so every block must
@@ -84,7 +90,7 @@
 
 #include "base/base.h"
 
-#define KILN_GPROG_MAGIC "KGPROG2"   /* 8 bytes with the NUL */
+#define KILN_GPROG_MAGIC "KGPROG3"   /* 8 bytes with the NUL */
 #define KILN_GPROG_MAX_IMAGES 16
 #define KILN_GPROG_MAX_LAUNCHES (1 << 20)
 #define KILN_GPROG_MAX_NAME 4096
@@ -141,6 +147,21 @@ typedef struct rt_gtmap {
     uint64_t dim0, dim1; /* elements; dim0 is contiguous */
     uint64_t stride1;    /* bytes from one dim1 index to the next: a multiple of 16 */
     unsigned box0, box1; /* the tile one copy moves: box0 * 2 bytes <= 128, box1 <= 256 */
+    /* im2col 1: an NHWC tensor of dim3 images, dim2 x dim1 pixels, dim0
+     * channels (stride2, stride3: bytes from one row, one image to the
+     * next), read box1 pixels of box0 channels a copy. The pixels a copy
+     * walks are those of the bounding box of a filter's first tap: from
+     * (lower_w, lower_h) to (dim1 - 1 + upper_w, dim2 - 1 + upper_h), in
+     * steps of (step_w, step_h), row by row, image by image; the copy's
+     * filter offsets move the box to the other taps, and what falls
+     * outside the image reads as zero (the padding). For a convolution:
+     * lower = -pad, upper = (out - 1) stride - pad - (in - 1), step = its
+     * stride. */
+    int im2col;
+    uint64_t dim2, dim3;
+    uint64_t stride2, stride3;
+    int lower_w, lower_h, upper_w, upper_h; /* within -128..127 */
+    unsigned step_w, step_h;                /* 1..8 */
 } rt_gtmap;
 
 typedef struct rt_gprog {

@@ -918,11 +918,29 @@ print("%d out, %d in and out, %d in, %d NHWC" % (t.count("NHWC out]"), t.count("
     expect cuda_conv_nhwc_off 0 ", 0 NHWC" -- python3 -c "$nhwc_count" "$tmp/convs0.txt"
     # 1x1 convolutions of stride 1 whose x is NHWC are products for the GEMM
     # templates (cg_conv_product): the chain's seven pointwise layers, y NHWC
-    # as x w^T, the last, NCHW, as w x^T; its five 3x3 ones stay kg_conv_tc
+    # as x w^T, the last, NCHW, as w x^T; and on sm_90 (what inspect assumes
+    # without a GPU) the four 3x3 ones of NHWC x and y, 128 to 512 channels,
+    # as im2col products copied by TMA (form 5); the first 3x3 one, of the
+    # NCHW input, stays kg_conv_tc, and all five do with KILN_CONV_IM2COL=0
     count_products='import sys; t = open(sys.argv[1]).read()
-print("%d products, %d kg_conv_tc" % (t.count("[kg_gemm_"), t.count("[kg_conv_tc")))'
+print("%d products (%d im2col), %d kg_conv_tc" % (t.count("[kg_gemm_"), t.count("(TMA, im2col A)"),
+      t.count("[kg_conv_tc")))'
     "$kiln" inspect "$tmp/convs.onnx" --schedule kernels --precision fp16 >"$tmp/convs1.txt" 2>&1
-    expect cuda_conv_products 0 "7 products, 5 kg_conv_tc" -- python3 -c "$count_products" "$tmp/convs1.txt"
+    expect cuda_conv_products 0 "11 products (4 im2col), 1 kg_conv_tc" -- python3 -c "$count_products" "$tmp/convs1.txt"
+    KILN_CONV_IM2COL=0 "$kiln" inspect "$tmp/convs.onnx" --schedule kernels --precision fp16 >"$tmp/convs1n.txt" 2>&1
+    expect cuda_conv_im2col_off 0 "7 products (0 im2col), 5 kg_conv_tc" -- python3 -c "$count_products" \
+        "$tmp/convs1n.txt"
+    # KILN_CONV_IM2COL=cp: the same products on tiles whose threads gather
+    # A by cp.async (the sm_80 image's way), to check that path on an H100
+    KILN_CONV_IM2COL=cp "$kiln" inspect "$tmp/convs.onnx" --schedule kernels --precision fp16 >"$tmp/convs1c.txt" 2>&1
+    expect cuda_conv_im2col_cp 0 "4 by cp.async" -- python3 -c '
+import sys; print("%d by cp.async" % open(sys.argv[1]).read().count(", im2col A by cp.async]"))' "$tmp/convs1c.txt"
+    # the im2col products compile for sm_80 and sm_90a, with their tensor maps
+    "$kiln" compile "$tmp/convs.onnx" -o "$tmp/convs.kiln" --target cuda --precision fp16 --emit-source "$tmp/csrc" \
+        --quiet >/dev/null 2>&1
+    expect cuda_conv_im2col_compiles 0 "4 im2col maps in the source" -- python3 -c '
+import sys; print("%d im2col maps in the source" % open(sys.argv[1]).read().count("    g.conv = 1;"))' \
+        "$tmp/csrc/model.cu"
     # the forms from NCHW x (one image, pixels in 8s): x^T w^T into NHWC, and
     # w x into NCHW; beside them w x^T (NHWC x, NCHW y with its residual)
     python3 - "$tmp/pwn.onnx" <<'PY'
@@ -952,9 +970,11 @@ print(", ".join("%s %d" % (f, t.count("/* Conv 1x1 as %s " % f)) for f in ("x^T 
     # default here, the pointwise layers averaging 2^25 multiply-adds or
     # more), not at three, where they ran no faster
     "$kiln" inspect "$tmp/convs.onnx" --schedule mono --precision fp16 >"$tmp/convs2.txt" 2>&1
-    expect cuda_conv_products_mono 0 "7 products, 5 kg_conv_tc" -- python3 -c "$count_products" "$tmp/convs2.txt"
+    expect cuda_conv_products_mono 0 "11 products (4 im2col), 1 kg_conv_tc" -- python3 -c "$count_products" \
+        "$tmp/convs2.txt"
     "$kiln" inspect "$tmp/convs.onnx" --schedule mono:256x3 --precision fp16 >"$tmp/convs3.txt" 2>&1
-    expect cuda_conv_products_mono_3 0 "0 products, 12 kg_conv_tc" -- python3 -c "$count_products" "$tmp/convs3.txt"
+    expect cuda_conv_products_mono_3 0 "0 products (0 im2col), 12 kg_conv_tc" -- python3 -c "$count_products" \
+        "$tmp/convs3.txt"
     # ResNet's block outputs, read by the next block's first convolution
     # and, as the residual, by its last, are stored NHWC too (the residual
     # read in y's layout), and so is the last block's, which only

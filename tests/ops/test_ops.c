@@ -1014,6 +1014,45 @@ static void b_conv_pool_nhwc(tc *c)
     tc_out(c, "y");
 }
 
+/* Convolutions the cuda target runs on sm_90 as products whose A the
+ * tensor memory accelerator copies in im2col mode (cg_conv_product form
+ * 5): x NHWC (b0, a 1x1 convolution's output) of 64 or 128 channels, y
+ * NHWC (r1, read only by the 1x1 convolution after it), H and W drawn
+ * apart so that the map's W and H corners and steps are told apart:
+ *   0: 3x3, pads 1, + b0 as the 1x1 convolution's residual;
+ *   1: two images, 3x3 stride 2, pads 1;
+ *   2: 3x3 dilation 2, pads 2, + the residual;
+ *   3: 1x3, stride 1 x 2, pads 0 x 1, output channels not a multiple of 64;
+ *   4: two images, 5x5, leading pads 2 (H) and 1 (W), trailing 1 and 2. */
+static void b_conv_im2col(tc *c)
+{
+    const int v = c->variant;
+    int64_t n = v == 1 || v == 4 ? 2 : 1, ch = 64 * rint_(c, 1, 2), h = rint_(c, 3, 13), w = rint_(c, 3, 13);
+    int64_t c1 = v == 3 ? 8 * rint_(c, 1, 9) : 64 * rint_(c, 1, 2);
+    static const int64_t kh[5] = {3, 3, 3, 1, 5}, kw[5] = {3, 3, 3, 3, 5};
+    static const int64_t pads[5][4] = {{1, 1, 1, 1}, {1, 1, 1, 1}, {2, 2, 2, 2}, {0, 1, 0, 1}, {2, 1, 1, 2}};
+    tc_input(c, "x", KILN_F32, 4, (int64_t[]){n, ch, h, w}, G_NORMAL);
+    tc_note(c, "n=%lld c=%lld %lldx%lld k=%lld", (long long)n, (long long)ch, (long long)h, (long long)w,
+            (long long)c1);
+    conv_sq(c, "x", "w0", NULL, ch, ch, 1, "c0");
+    tc_node(c, "Relu", "c0", "b0");
+    tc_const(c, "w1", KILN_F32, 4, (int64_t[]){c1, ch, kh[v], kw[v]}, G_UNIT);
+    tc_const(c, "b1", KILN_F32, 1, &c1, G_NORMAL);
+    Onnx__NodeProto *k = tc_node(c, "Conv", "b0,w1,b1", "c1");
+    ais(c, k, "pads", 4, pads[v]);
+    if (v == 1) ais(c, k, "strides", 2, (int64_t[]){2, 2});
+    if (v == 2) ais(c, k, "dilations", 2, (int64_t[]){2, 2});
+    if (v == 3) ais(c, k, "strides", 2, (int64_t[]){1, 2});
+    tc_node(c, "Relu", "c1", "r1");
+    bool res = v == 0 || v == 2;
+    conv_sq(c, "r1", "w2", "b2", res ? ch : 8, c1, 1, res ? "c2" : "y");
+    if (res) {
+        tc_node(c, "Add", "c2,b0", "s2");
+        tc_node(c, "Relu", "s2", "y");
+    }
+    tc_out(c, "y");
+}
+
 /* Weights fed at run time: the target wants them constant, so a fallback. */
 static void b_conv_w_input(tc *c)
 {
@@ -3265,6 +3304,7 @@ static const op_case case_table[] = {
     CASE("Conv/pointwise_product", b_conv_product),
     {"Conv/pointwise_large", b_conv_product_large, "", 0, G_NORMAL, 0, EXPECT_C, 2},
     CASE("Conv/residual_nhwc", b_conv_residual_nhwc),
+    {"Conv/im2col_product", b_conv_im2col, "", 0, G_NORMAL, 0, EXPECT_C, 5},
     CASE("Conv/pool_nhwc", b_conv_pool_nhwc),
     FB("Conv/weights_fed", b_conv_w_input, 2),
     CASE("Conv+Add+Relu", b_conv_add_relu),

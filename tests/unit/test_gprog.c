@@ -22,13 +22,14 @@ static const uint8_t cubin90a[] = "\177ELF pretend sm_90a code";
 typedef struct sample {
     rt_gimage images[2];
     rt_glaunch launches[4];
-    rt_gtmap tmaps[2];
+    rt_gtmap tmaps[3];
     rt_gprog prog;
 } sample;
 
 /* Two images; a kernel, a host segment, a kernel with 64 KB of shared
  * memory launched early, a persistent kernel whose name and label pad to
- * 4 bytes differently; two tensor maps, in the arena and in the weights. */
+ * 4 bytes differently; three tensor maps, in the arena and in the weights,
+ * the last an im2col one (x [2][3][4][64], a 3x3 convolution's pads of 1). */
 static void sample_init(sample *s)
 {
     memset(s, 0, sizeof(*s));
@@ -44,9 +45,13 @@ static void sample_init(sample *s)
                              .stride1 = 96, .box0 = 64, .box1 = 128};
     s->tmaps[1] = (rt_gtmap){.space = 1, .dtype = KILN_GPREC_BF16, .offset = 0, .dim0 = 64, .dim1 = 2,
                              .stride1 = 128, .box0 = 64, .box1 = 64};
+    s->tmaps[2] = (rt_gtmap){.space = 0, .dtype = KILN_GPREC_FP16, .offset = 512, .dim0 = 64, .dim1 = 4,
+                             .stride1 = 128, .box0 = 64, .box1 = 128, .im2col = 1, .dim2 = 3, .dim3 = 2,
+                             .stride2 = 512, .stride3 = 1536, .lower_w = -1, .lower_h = -1, .upper_w = -1,
+                             .upper_h = -1, .step_w = 1, .step_h = 2};
     s->prog = (rt_gprog){.precision = KILN_GPREC_FP16, .n_images = 2, .images = s->images, .n_launches = 4,
                          .launches = s->launches, .max_smem = 64 * 1024, .arena_bytes = 4096, .weight_bytes = 256,
-                         .n_tmaps = 2, .tmaps = s->tmaps};
+                         .n_tmaps = 3, .tmaps = s->tmaps};
 }
 
 static uint8_t *encode(const rt_gprog *p, size_t *n)
@@ -137,8 +142,16 @@ UNIT_TEST(gprog_round_trip)
             UNIT_CHECK(strcmp(a->name, b->name) == 0 && strcmp(a->label, b->label) == 0);
         }
     }
-    UNIT_CHECK_EQ_INT(p.n_tmaps, 2);
-    for (int i = 0; i < p.n_tmaps && i < 2; i++) UNIT_CHECK(memcmp(&p.tmaps[i], &s.tmaps[i], sizeof(rt_gtmap)) == 0);
+    UNIT_CHECK_EQ_INT(p.n_tmaps, 3);
+    for (int i = 0; i < p.n_tmaps && i < 3; i++) {
+        const rt_gtmap *a = &p.tmaps[i], *b = &s.tmaps[i];
+        UNIT_CHECK(a->space == b->space && a->dtype == b->dtype && a->offset == b->offset && a->dim0 == b->dim0 &&
+                   a->dim1 == b->dim1 && a->stride1 == b->stride1 && a->box0 == b->box0 && a->box1 == b->box1);
+        UNIT_CHECK(a->im2col == b->im2col && a->dim2 == b->dim2 && a->dim3 == b->dim3 && a->stride2 == b->stride2 &&
+                   a->stride3 == b->stride3 && a->lower_w == b->lower_w && a->lower_h == b->lower_h &&
+                   a->upper_w == b->upper_w && a->upper_h == b->upper_h && a->step_w == b->step_w &&
+                   a->step_h == b->step_h);
+    }
     rt_gprog_free(&p);
     free(buf);
 
@@ -246,7 +259,10 @@ UNIT_TEST(gprog_targeted_corruptions)
     EXPECT_REJECT(b, n, "bad magic");
     FRESH();
     b[6] = '1'; /* KGPROG1: before tensor maps */
-    EXPECT_REJECT(b, n, "format 1, from an older kiln (this one reads format 2): compile the model again");
+    EXPECT_REJECT(b, n, "format 1, from an older kiln (this one reads format 3): compile the model again");
+    FRESH();
+    b[6] = '2'; /* KGPROG2: tiled tensor maps only */
+    EXPECT_REJECT(b, n, "format 2, from an older kiln (this one reads format 3): compile the model again");
     FRESH();
     put(b + 8, 3, 4);
     EXPECT_REJECT(b, n, "unknown precision 3");
@@ -263,8 +279,8 @@ UNIT_TEST(gprog_targeted_corruptions)
     put(b + 20, 48 * 1024, 4);
     EXPECT_REJECT(b, n, "launch 2: kernel 'k_2': 65536 bytes of shared memory");
 
-    /* tensor maps, the last 2 x 48 bytes */
-    size_t tm = n - 2 * 48;
+    /* tensor maps, the last 3 x 112 bytes */
+    size_t tm = n - 3 * 112, im = tm + 2 * 112;
     FRESH();
     put(b + tm - 4, 1000000, 4);
     EXPECT_REJECT(b, n, "1000000 tensor maps");
@@ -278,7 +294,7 @@ UNIT_TEST(gprog_targeted_corruptions)
     put(b + tm + 8, 4096, 8);
     EXPECT_REJECT(b, n, "it reaches beyond its space");
     FRESH();
-    put(b + 48 + tm + 24, 3, 8); /* 3 rows of 128 bytes in 256 bytes of weights */
+    put(b + 112 + tm + 24, 3, 8); /* 3 rows of 128 bytes in 256 bytes of weights */
     EXPECT_REJECT(b, n, "tensor map 1: tensor map at byte offset");
     FRESH();
     put(b + tm + 32, 88, 8);
@@ -286,6 +302,28 @@ UNIT_TEST(gprog_targeted_corruptions)
     FRESH();
     put(b + tm + 40, 72, 4);
     EXPECT_REJECT(b, n, "its box is not");
+    /* the im2col map */
+    FRESH();
+    put(b + tm + 48, 2, 4);
+    EXPECT_REJECT(b, n, "its kind is neither 0 (tiled) nor 1 (im2col)");
+    FRESH();
+    put(b + im + 60, 3, 8); /* 3 images of 1536 bytes from byte 512 of 4096 */
+    EXPECT_REJECT(b, n, "tensor map 2: tensor map at byte offset");
+    FRESH();
+    put(b + im + 68, 256, 8); /* rows of 4 pixels x 128 bytes closer than that */
+    EXPECT_REJECT(b, n, "each at least the dimension before");
+    FRESH();
+    put(b + im + 84, (uint32_t)-129, 4);
+    EXPECT_REJECT(b, n, "outside -128..127");
+    FRESH();
+    put(b + im + 92, (uint32_t)-5, 4); /* w from -1 to 4 - 1 - 5 */
+    EXPECT_REJECT(b, n, "its pixel box is empty");
+    FRESH();
+    put(b + im + 104, 9, 4);
+    EXPECT_REJECT(b, n, "a traversal step is not 1..8");
+    FRESH();
+    put(b + im + 108, 1, 4);
+    EXPECT_REJECT(b, n, "padding not zero");
 
     /* images */
     FRESH();

@@ -258,17 +258,23 @@ bool cg_can_move(const ir_node *n);       /* Transpose, Concat, Slice, Gather, R
 kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op);
 /* Whether convolution group grp is a product the GEMM templates compute
  * (cg_emit_conv hands it to cg_emit_gemm), in a kernel of its own (waves,
- * kernels) or in a persistent kernel of one block a multiprocessor: a 1x1
- * convolution of stride 1, no padding, one group, 16-bit, channels a
+ * kernels) or in a persistent kernel of one block a multiprocessor: 1 to 4,
+ * a 1x1 convolution of stride 1, no padding, one group, 16-bit, channels a
  * multiple of 8, with x stored NHWC, or NCHW for one image of a multiple
  * of 8 pixels. With x NHWC:
  * 1, y NHWC too, y [n h w, k] = x [n h w, c] w [k, c]^T; 2, y NCHW of one
  * image, y [k, h w] = w [k, c] x [h w, c]^T (ResNet-50's last convolution,
  * whose y GlobalAveragePool reads). With x NCHW [c, h w]: 3, y NHWC, y =
- * x^T w^T; 4, y NCHW, y = w x. A residual only stored as y is (the
- * epilogue reads it as it writes y). 0: none of these.
+ * x^T w^T; 4, y NCHW, y = w x. And 5: any other convolution of one
+ * group on sm_90, x and y NHWC, channels a multiple of 64, y [n oh ow, k]
+ * = im2col(x) [n oh ow, kh kw c] w [k, kh kw c]^T with A copied by the
+ * tensor memory accelerator's im2col mode (kg_gemm.cuh kg_gemm_conv).
+ * A residual only stored as y is (the epilogue reads it as it writes y).
+ * 0: none of these.
  * KILN_CONV_PRODUCT=0: never. */
 int cg_conv_product(const cg_emitter *e, const sched_group *grp);
+/* A 2-D convolution's leading pads along H and W, auto_pad resolved. */
+void cg_conv_leading_pads(const ir_node *n, int64_t *ph, int64_t *pw);
 /* Node n's multiply-adds per image where it is a pointwise convolution
  * (1x1, stride 1, no padding, one group, channels a multiple of 8: the
  * geometry cg_conv_product asks for), else 0. */

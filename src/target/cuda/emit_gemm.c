@@ -89,6 +89,11 @@ typedef struct gemm_problem {
     bool tma;
     int space_a, space_b;
     uint64_t off_a, off_b;
+    /* cg_conv_product's form 5: A the im2col matrix of the convolution's
+     * NHWC x (kg_gemm_conv; im2col's geometry: x [imgs, h, w, c], y's oh
+     * x ow, the filter kh x kw, strides, leading pads, dilations) */
+    bool im2col;
+    int64_t imgs, cv_c, cv_h, cv_w, cv_oh, cv_ow, cv_kh, cv_kw, cv_sh, cv_sw, cv_ph, cv_pw, cv_dh, cv_dw;
 } gemm_problem;
 
 /* Whether kg_gemm_tc takes g: A and B stored as the same 16-bit float, and
@@ -119,7 +124,36 @@ static kiln_status gemm_analyse(cg_emitter *e, const sched_group *grp, gemm_prob
     g->alpha = g->ep.scale;
     g->beta = 1.0f;
     g->n_batch = 1;
-    if (conv) {
+    if (conv == 5) {
+        /* im2col(x) [n oh ow, kh kw c] w [k, kh kw c]^T (cg_conv_product):
+         * x and y NHWC, the weights OHWI (K-major); A's "rows" are the
+         * im2col map's pixels, lda nominal */
+        const ir_tensor *y = &g->y->t;
+        g->im2col = true;
+        g->imgs = a->dims[0];
+        g->cv_c = a->dims[1];
+        g->cv_h = a->dims[2];
+        g->cv_w = a->dims[3];
+        g->cv_oh = y->dims[2];
+        g->cv_ow = y->dims[3];
+        g->cv_kh = b->dims[2];
+        g->cv_kw = b->dims[3];
+        g->cv_sh = ir_node_attr_ints_at(n, "strides", 0, 1);
+        g->cv_sw = ir_node_attr_ints_at(n, "strides", 1, 1);
+        g->cv_dh = ir_node_attr_ints_at(n, "dilations", 0, 1);
+        g->cv_dw = ir_node_attr_ints_at(n, "dilations", 1, 1);
+        cg_conv_leading_pads(n, &g->cv_ph, &g->cv_pw);
+        g->m = g->imgs * g->cv_oh * g->cv_ow;
+        g->n = b->dims[0];
+        g->k = g->cv_c * g->cv_kh * g->cv_kw;
+        g->la = g->lb = 0;
+        g->lda = g->ldb = g->k;
+        g->b_kmajor = true;
+        if (g->ep.bias) {
+            g->sbias = cg_store(e, g->ep.bias);
+            g->bias_cs = 1;
+        }
+    } else if (conv) {
         /* a 1x1 convolution (cg_conv_product): x stored NHWC [n h w, c]
          * (K-major) or NCHW [c, h w] (M- or N-major), the weights [k, c]
          * (OIHW and OHWI alike at 1x1, K-major) */
@@ -244,6 +278,9 @@ static kiln_status gemm_analyse(cg_emitter *e, const sched_group *grp, gemm_prob
     g->tma = g->tc && g->n_batch == 1 && g->m > 0 && g->n > 0 && g->k > 0 &&
              cg_tmap_space(e, g->a, &g->space_a, &g->off_a) && cg_tmap_space(e, g->b, &g->space_b, &g->off_b) &&
              g->off_a % 16 == 0 && g->off_b % 16 == 0;
+    if (g->im2col && (!g->tc || !g->tma)) /* what cg_conv_product checked */
+        return base_diag_add(e->d, KILN_ERR_INTERNAL, "%s: a convolution planned as an im2col product is not one",
+                             ir_node_label(n, lb, sizeof(lb)));
     return KILN_OK;
 }
 
@@ -487,12 +524,18 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, bool persis
     int sizes[4] = {(int)KILN_COUNT(simt_table), 0, 0, 0}, n = 0;
     bool hopper = gpu->sm_major == 9, tma = hopper && g->tma;
     if (g->tc && hopper) {
+        /* an im2col product's A is a tensor map's: TMA tiles only, unless
+         * KILN_CONV_IM2COL=cp asks for the others, whose threads gather A
+         * by cp.async as the sm_80 image does (kg_gemm_conv_load): what
+         * checks that path on an H100 */
+        bool cp = g->im2col && cg_env_is("KILN_CONV_IM2COL", "cp");
+        tma = tma && !cp;
         tables[0] = tma ? wg_table : NULL; /* as GEMM_WGT */
         sizes[0] = tma ? (int)KILN_COUNT(wg_table) : 0;
-        tables[1] = wg_table;
-        sizes[1] = (int)KILN_COUNT(wg_table);
-        tables[2] = tc_table;
-        sizes[2] = (int)KILN_COUNT(tc_table);
+        tables[1] = g->im2col && !cp ? NULL : wg_table;
+        sizes[1] = g->im2col && !cp ? 0 : (int)KILN_COUNT(wg_table);
+        tables[2] = g->im2col && !cp ? NULL : tc_table;
+        sizes[2] = g->im2col && !cp ? 0 : (int)KILN_COUNT(tc_table);
         tables[3] = tma ? wgt_deep_table : NULL;
         sizes[3] = tma ? (int)KILN_COUNT(wgt_deep_table) : 0;
     } else if (g->tc) {
@@ -522,7 +565,7 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, bool persis
      * alone: ResNet-50's fc 4.39 us against 4.72 for the best other
      * candidate, BERT's pooler 2.51 against 3.92, ViT-B/16's head 2.32
      * against 3.31; 8 rows re-read A for every column, kg_gemm_gemv) */
-    if (g->m == 1 && g->la == 0 && g->lb == 0)
+    if (g->m == 1 && g->la == 0 && g->lb == 0 && !g->im2col)
         for (int i = 0; i < (int)KILN_COUNT(gemv_table); i++)
             if (cfg_rtasks(g, &gemv_table[i]) <= INT32_MAX) out[n++] = gemv_table[i];
     if (n == 0) out[n++] = g->tc ? tc_table[KILN_COUNT(tc_table) - 5] : simt_table[3]; /* 32 x 32 / 64 x 64 */
@@ -798,6 +841,24 @@ static void gemm_tmaps(const gemm_problem *g, const gemm_cfg *c, rt_gtmap *ma, r
     ma->dim1 = (uint64_t)(g->la ? g->k : g->m);
     /* a block in a cluster copies its part */
     ma->box1 = g->la ? 64u : (unsigned)(c->cn ? c->bm / c->cn : c->bm);
+    if (g->im2col) {
+        /* x [imgs][h][w][c]: box1 pixels of 64 channels a copy, over the
+         * first tap's positions (rt_gtmap) */
+        ma->im2col = 1;
+        ma->dim0 = (uint64_t)g->cv_c;
+        ma->dim1 = (uint64_t)g->cv_w;
+        ma->dim2 = (uint64_t)g->cv_h;
+        ma->dim3 = (uint64_t)g->imgs;
+        ma->stride1 = (uint64_t)g->cv_c * 2;
+        ma->stride2 = ma->stride1 * (uint64_t)g->cv_w;
+        ma->stride3 = ma->stride2 * (uint64_t)g->cv_h;
+        ma->lower_w = (int)-g->cv_pw;
+        ma->lower_h = (int)-g->cv_ph;
+        ma->upper_w = (int)((g->cv_ow - 1) * g->cv_sw - g->cv_pw - (g->cv_w - 1));
+        ma->upper_h = (int)((g->cv_oh - 1) * g->cv_sh - g->cv_ph - (g->cv_h - 1));
+        ma->step_w = (unsigned)g->cv_sw;
+        ma->step_h = (unsigned)g->cv_sh;
+    }
     mb->dim0 = (uint64_t)(g->lb ? g->n : g->k);
     mb->dim1 = (uint64_t)(g->lb ? g->k : g->n);
     mb->box1 = g->lb ? 64u : (unsigned)c->bn;
@@ -840,6 +901,15 @@ static void emit_call(base_str *s, const gemm_problem *g, const gemm_cfg *c, con
                     cg_float_lit(g->ep.alpha, f3, sizeof(f3)), cg_float_lit(g->ep.beta, f4, sizeof(f4)));
     base_str_printf(s, "    g.splits = %d; g.split = split; g.slot = slot; g.csum = %d;\n    g.grid_dep = %s;\n",
                     c->splits, c->cs ? 1 : 0, pdep ? pdep : "0");
+    base_str_printf(s, "    g.conv = %d;\n", g->im2col ? 1 : 0);
+    if (g->im2col)
+        base_str_printf(s,
+                        "    g.cv.c = %lld; g.cv.h = %lld; g.cv.w = %lld; g.cv.oh = %lld; g.cv.ow = %lld; g.cv.kw = %lld;\n"
+                        "    g.cv.sh = %lld; g.cv.sw = %lld; g.cv.ph = %lld; g.cv.pw = %lld; g.cv.dh = %lld; "
+                        "g.cv.dw = %lld;\n",
+                        (long long)g->cv_c, (long long)g->cv_h, (long long)g->cv_w, (long long)g->cv_oh,
+                        (long long)g->cv_ow, (long long)g->cv_kw, (long long)g->cv_sh, (long long)g->cv_sw,
+                        (long long)g->cv_ph, (long long)g->cv_pw, (long long)g->cv_dh, (long long)g->cv_dw);
     if (c->splits > 1)
         base_str_printf(s, "    g.ws = kg_splitk_ws + %lld;\n    g.sem = kg_splitk_sem + %d;\n", (long long)op->ws_at,
                         op->sem_at);
@@ -887,7 +957,8 @@ static void emit_summary(base_str *s, const gemm_problem *g, const gemm_cfg *c)
     dims_str(&g->y->t, sy, sizeof(sy));
     bool gemm = g->node->op == KILN_OP_GEMM;
     const char *what = gemm ? "Gemm" : "MatMul";
-    if (g->node->op == KILN_OP_CONV) /* cg_conv_product's forms */
+    if (g->im2col) what = "Conv as im2col(x) w^T";
+    else if (g->node->op == KILN_OP_CONV) /* cg_conv_product's forms */
         what = g->a == g->node->in[0] ? (g->la ? "Conv 1x1 as x^T w^T" : "Conv 1x1 as x w^T")
                                       : (g->lb ? "Conv 1x1 as w x" : "Conv 1x1 as w x^T");
     base_str_printf(s, "/* %s %s %s%s x %s%s -> %s%s; m=%lld n=%lld k=%lld batch=%lld; stored %s x %s -> %s",
@@ -896,6 +967,10 @@ static void emit_summary(base_str *s, const gemm_problem *g, const gemm_cfg *c)
                     (long long)g->n, (long long)g->k, (long long)g->n_batch, kiln_dtype_name(g->sa),
                     kiln_dtype_name(g->sb), kiln_dtype_name(g->sy));
     if (g->b_kmajor) base_str_cat(s, "; B stored transposed");
+    if (g->im2col)
+        base_str_printf(s, "; filter %lldx%lld, stride %lldx%lld, pads %lldx%lld, dilation %lldx%lld",
+                        (long long)g->cv_kh, (long long)g->cv_kw, (long long)g->cv_sh, (long long)g->cv_sw,
+                        (long long)g->cv_ph, (long long)g->cv_pw, (long long)g->cv_dh, (long long)g->cv_dw);
     if (g->alpha != 1.0f) base_str_cat(s, "; scaled");
     if (g->ep.bias) base_str_cat(s, "; bias");
     if (g->ep.residual) base_str_cat(s, "; residual");
@@ -970,8 +1045,8 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     else if (c->kind == GEMM_GEMV)
         snprintf(op->config, sizeof(op->config), "kg_gemm_gemv %d warps x %d columns", c->wm, c->wn);
     else if (c->kind == GEMM_WGT) {
-        int len = snprintf(op->config, sizeof(op->config), "kg_gemm_wgt%s %dx%dx64 (TMA), %d stages, %d splits",
-                           c->cn ? "_ws" : "", c->bm, c->bn, c->stages, c->splits);
+        int len = snprintf(op->config, sizeof(op->config), "kg_gemm_wgt%s %dx%dx64 (TMA%s), %d stages, %d splits",
+                           c->cn ? "_ws" : "", c->bm, c->bn, g->im2col ? ", im2col A" : "", c->stages, c->splits);
         if (len > 0 && (size_t)len < sizeof(op->config))
             ws_note_of(c, op->config + len, sizeof(op->config) - (size_t)len);
     }
@@ -980,6 +1055,10 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     else
         snprintf(op->config, sizeof(op->config), "kg_gemm_tc %dx%dx%d, warp %dx%d, %d k-slices, %d stages, %d splits",
                  c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->stages, c->splits);
+    if (g->im2col && c->kind != GEMM_WGT) {
+        size_t len = strlen(op->config);
+        snprintf(op->config + len, sizeof(op->config) - len, ", im2col A by cp.async");
+    }
     op->cluster = cfg_cluster(c);
     op->narrow = cfg_narrow(c);
     op->acc_regs = acc_regs(c);
@@ -1025,15 +1104,20 @@ static kiln_status emit_candidate(cg_emitter *e, const sched_group *grp, int can
  * change the winner). */
 static void gemm_key(const gemm_problem *g, int want_block, int share, char *key, size_t n)
 {
-    char block[32] = "", beside[32] = "";
+    char block[32] = "", beside[32] = "", conv[160] = "";
     if (want_block) snprintf(block, sizeof(block), " block=%d", want_block);
+    if (g->im2col)
+        snprintf(conv, sizeof(conv), " im2col=%lldx%lldx%lld,%lldx%lld,s%lldx%lld,p%lldx%lld,d%lldx%lld",
+                 (long long)g->cv_h, (long long)g->cv_w, (long long)g->cv_c, (long long)g->cv_kh,
+                 (long long)g->cv_kw, (long long)g->cv_sh, (long long)g->cv_sw, (long long)g->cv_ph,
+                 (long long)g->cv_pw, (long long)g->cv_dh, (long long)g->cv_dw);
     if (share > 1) snprintf(beside, sizeof(beside), " share=%d", share);
     snprintf(key, n,
-             "gemm %s %s.%s m=%lld n=%lld k=%lld batch=%lld la=%d lb=%d out=%s bias=%s/%lld/%lld res=%s act=%d%s%s",
+             "gemm %s %s.%s m=%lld n=%lld k=%lld batch=%lld la=%d lb=%d out=%s bias=%s/%lld/%lld res=%s act=%d%s%s%s",
              g->tc ? "tc" : "simt", kiln_dtype_name(g->sa), kiln_dtype_name(g->sb), (long long)g->m, (long long)g->n,
              (long long)g->k, (long long)g->n_batch, g->la, g->lb, kiln_dtype_name(g->sy),
              g->ep.bias ? kiln_dtype_name(g->sbias) : "-", (long long)g->bias_rs, (long long)g->bias_cs,
-             g->ep.residual ? kiln_dtype_name(g->sres) : "-", (int)g->ep.act, block, beside);
+             g->ep.residual ? kiln_dtype_name(g->sres) : "-", (int)g->ep.act, conv, block, beside);
 }
 
 bool cg_gemm_siblings(cg_emitter *e, const sched_group *a, const sched_group *b)

@@ -74,6 +74,21 @@
 #define KG_GEMM_MI_MAX 4
 #define KG_GEMM_NI_MAX 8
 
+/* A convolution as a GEMM (Bolt's implicit GEMM, A never stored): x NHWC
+ * [N][H][W][C] at g->a, y NHWC [N][OH][OW][K] as C (m = N OH OW pixels,
+ * n = K), the weights OHWI [K][KH][KW][C] as a K-major B (k = KH KW C,
+ * ordered (kh, kw, c)). Row m of A, column k, is x at pixel (img, oh sh -
+ * ph + kh dh, ow sw - pw + kw dw), channel c: zero outside the image (the
+ * padding). C is a multiple of 8 (a 16-byte chunk never straddles two
+ * taps); with the tensor memory accelerator (kg_gemm_wgt) a multiple of 64,
+ * and A's tensor map is an im2col one (runtime/gprog.h rt_gtmap). */
+typedef struct kg_gemm_conv {
+    int c, h, w;      /* x */
+    int oh, ow;       /* y */
+    int kw;           /* taps along W (those along H follow from k) */
+    int sh, sw, ph, pw, dh, dw;
+} kg_gemm_conv;
+
 /* One GEMM tile's inputs. Pointers are already offset to the batch; the
  * element (i, j) of the bias is bias[i * bias_rs + j * bias_cs] (strides 0
  * broadcast), of the residual res[i * ldr + j], of C c[i * ldc + j]. */
@@ -99,6 +114,8 @@ typedef struct kg_gemm_args {
     unsigned *sem;         /* splits > 1: its tiles' counters (kg_splitk_sem + its place) */
     const void *tma_a, *tma_b; /* kg_gemm_wgt: the operands' tensor maps (kg_tmaps entries) */
     int grid_dep;          /* kg_gemm_wgt: griddepcontrol.wait inside, after B's first copies (kg_gemm_tma_first) */
+    int conv;              /* 1: A is the implicit im2col matrix of a convolution (kg_gemm_conv) */
+    kg_gemm_conv cv;
 } kg_gemm_args;
 
 /* A tensor map (CUtensorMap: 128 opaque bytes) the runtime encodes for the
@@ -325,6 +342,31 @@ static __device__ __forceinline__ void kg_gemm_tc_load(unsigned dst, const void 
     }
 }
 
+/* The copies of a convolution's k-tile of A (g->conv: bm pixels x bk of
+ * k, K-major) into the stage at dst, as kg_gemm_tc_load copies a K-major
+ * A: each 16-byte chunk is 8 channels of one pixel at one tap, zero where
+ * the tap falls in the padding or beyond m or k. */
+static __device__ __forceinline__ void kg_gemm_conv_load(const kg_gemm_args *g, unsigned dst, int m0, int k0,
+                                                         const int rows, const int w, const int n_threads)
+{
+    const kg_gemm_conv *v = &g->cv;
+    const int cpr = w / 8, n_chunks = rows * cpr, ohw = v->oh * v->ow;
+    const unsigned short *x = (const unsigned short *)g->a;
+#pragma unroll
+    for (int i = 0; i < (n_chunks + n_threads - 1) / n_threads; i++) {
+        const int ch = (int)threadIdx.x + i * n_threads;
+        if (ch < n_chunks) {
+            const int r = ch / cpr, e = ch % cpr * 8, m = m0 + r, k = k0 + e;
+            const int tap = k / v->c, c = k - tap * v->c, fh = tap / v->kw, fw = tap - fh * v->kw;
+            const int img = m / ohw, p = m - img * ohw, oh = p / v->ow, ow = p - oh * v->ow;
+            const int ih = oh * v->sh - v->ph + fh * v->dh, iw = ow * v->sw - v->pw + fw * v->dw;
+            const bool ok = m < g->m && k < g->k && ih >= 0 && ih < v->h && iw >= 0 && iw < v->w;
+            const kg_i64 at = (((kg_i64)img * v->h + ih) * v->w + iw) * v->c + c;
+            kg_cp_async16(dst + kg_gemm_tile_off(r, e, rows, w, 0), ok ? x + at : x, ok);
+        }
+    }
+}
+
 /* Copies k-tile kt of A (bm x bk) and B (bk x bn) into their stages: the
  * operands as the layouts la / lb store them. atoms: MN-major tiles in
  * kg_gemm_wg's atom layout. */
@@ -334,7 +376,8 @@ static __device__ __forceinline__ void kg_gemm_load_ab(const kg_gemm_args *g, un
 {
     const unsigned short *a = (const unsigned short *)g->a, *b = (const unsigned short *)g->b;
     int k0 = kt * bk;
-    if (g->la == KG_GEMM_KMAJOR)
+    if (g->conv) kg_gemm_conv_load(g, sa, m0, k0, bm, bk, n_threads);
+    else if (g->la == KG_GEMM_KMAJOR)
         kg_gemm_tc_load(sa, a + (kg_i64)m0 * g->lda + k0, g->lda, g->m - m0, g->k - k0, bm, bk, n_threads, 0);
     else
         kg_gemm_tc_load(sa, a + (kg_i64)k0 * g->lda + m0, g->lda, g->k - k0, g->m - m0, bk, bm, n_threads, atoms);
@@ -900,6 +943,26 @@ static __device__ __forceinline__ void kg_tma_load(unsigned dst, const void *map
                  : "memory");
 }
 
+/* The im2col box of tensor map `map` (rt_gtmap im2col): the pixels from
+ * input element (c, w, h, n) on, at filter offset (ow, oh), into shared
+ * memory at dst, counted on bar; with mask, multicast into the blocks of
+ * the cluster in it as kg_tma_load_mc does (mask 0: this block only). */
+static __device__ __forceinline__ void kg_tma_load_im2col(unsigned dst, const void *map, int c, int w, int h, int n,
+                                                          unsigned short ow, unsigned short oh, unsigned bar,
+                                                          unsigned short mask)
+{
+    if (mask)
+        asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+                     ".multicast::cluster [%0], [%1, {%2, %3, %4, %5}], [%6], {%7, %8}, %9;\n" ::"r"(dst),
+                     "l"(map), "r"(c), "r"(w), "r"(h), "r"(n), "r"(bar), "h"(ow), "h"(oh), "h"(mask)
+                     : "memory");
+    else
+        asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+                     " [%0], [%1, {%2, %3, %4, %5}], [%6], {%7, %8};\n" ::"r"(dst),
+                     "l"(map), "r"(c), "r"(w), "r"(h), "r"(n), "r"(bar), "h"(ow), "h"(oh)
+                     : "memory");
+}
+
 /* ---- clusters of two blocks (kg_gemm_wgt_ws) ---- */
 
 static __device__ __forceinline__ unsigned kg_cluster_rank(void)
@@ -954,7 +1017,16 @@ static __device__ __forceinline__ void kg_gemm_tma_a(const kg_gemm_args *g, unsi
     const int k0 = kt * 64;
     /* this block's part, rows rank * bm / cn on (all of it when cn is 1),
      * in a cluster multicast into both blocks */
-    if (g->la == KG_GEMM_KMAJOR) {
+    if (g->conv) {
+        /* 64 channels of one tap (C a multiple of 64) for the part's
+         * pixels: the box starts at its first pixel's first tap */
+        const kg_gemm_conv *v = &g->cv;
+        const int tap = k0 / v->c, fh = tap / v->kw, p0 = m0 + (int)rank * (bm / cn), ohw = v->oh * v->ow;
+        const int img = p0 / ohw, p = p0 - img * ohw, oh = p / v->ow, ow = p - oh * v->ow;
+        kg_tma_load_im2col(sa + rank * (bm / cn) * 128, g->tma_a, k0 - tap * v->c, ow * v->sw - v->pw,
+                           oh * v->sh - v->ph, img, (unsigned short)((tap - fh * v->kw) * v->dw),
+                           (unsigned short)(fh * v->dh), bar, cn > 1 ? 3 : 0);
+    } else if (g->la == KG_GEMM_KMAJOR) {
         const unsigned dst = sa + rank * (bm / cn) * 128;
         if (cn > 1) kg_tma_load_mc(dst, g->tma_a, k0, m0 + (int)rank * (bm / cn), bar, 3);
         else kg_tma_load(dst, g->tma_a, k0, m0, bar);
