@@ -302,6 +302,22 @@ static void read_launch(rd *r, rt_gprog *p, int i)
     }
 }
 
+/* Whether the n-dimensional tensor of dims[i] elements strides[i] bytes
+ * apart (dims[0]'s of 2 bytes) at byte `offset` lies within space_bytes:
+ * each term checked by division, so that no product wraps. */
+static bool within_space(uint64_t offset, const uint64_t *dims, const uint64_t *strides, int n, uint64_t space_bytes)
+{
+    if (offset > space_bytes) return false;
+    uint64_t room = space_bytes - offset;
+    if (dims[0] > room / 2) return false;
+    room -= dims[0] * 2; /* the last element's bytes; the dims above it add their last index's offsets */
+    for (int i = 1; i < n; i++) {
+        if (dims[i] - 1 > room / strides[i]) return false;
+        room -= (dims[i] - 1) * strides[i];
+    }
+    return true;
+}
+
 /* An im2col map's own checks (rt_gtmap_check): NULL when it passes. */
 static const char *im2col_why(const rt_gtmap *m, uint64_t space_bytes)
 {
@@ -318,8 +334,8 @@ static const char *im2col_why(const rt_gtmap *m, uint64_t space_bytes)
     if ((int64_t)m->dim1 - 1 + m->upper_w < m->lower_w || (int64_t)m->dim2 - 1 + m->upper_h < m->lower_h)
         return "its pixel box is empty";
     if (m->step_w < 1 || m->step_w > 8 || m->step_h < 1 || m->step_h > 8) return "a traversal step is not 1..8";
-    uint64_t last = (m->dim3 - 1) * m->stride3 + (m->dim2 - 1) * m->stride2 + (m->dim1 - 1) * m->stride1 + m->dim0 * 2;
-    if (m->offset > space_bytes || last > space_bytes - m->offset) return "it reaches beyond its space";
+    const uint64_t dims[4] = {m->dim0, m->dim1, m->dim2, m->dim3}, strides[4] = {2, m->stride1, m->stride2, m->stride3};
+    if (!within_space(m->offset, dims, strides, 4, space_bytes)) return "it reaches beyond its space";
     return NULL;
 }
 
@@ -337,7 +353,8 @@ bool rt_gtmap_check(const rt_gtmap *m, uint64_t space_bytes, const char **why)
     else if (m->dim0 < 1 || m->dim1 < 1 || m->dim0 > lim || m->dim1 > lim) *why = "a dimension is 0 or too large";
     else if (m->stride1 % 16 || m->stride1 < m->dim0 * 2 || m->stride1 > lim)
         *why = "its stride is not a multiple of 16 bytes at least a row long";
-    else if (m->offset > space_bytes || (m->dim1 - 1) * m->stride1 + m->dim0 * 2 > space_bytes - m->offset)
+    else if (!within_space(m->offset, (const uint64_t[]){m->dim0, m->dim1}, (const uint64_t[]){2, m->stride1}, 2,
+                           space_bytes))
         *why = "it reaches beyond its space";
     return *why == NULL;
 }

@@ -935,12 +935,42 @@ print("%d products (%d im2col), %d kg_conv_tc" % (t.count("[kg_gemm_"), t.count(
     KILN_CONV_IM2COL=cp "$kiln" inspect "$tmp/convs.onnx" --schedule kernels --precision fp16 >"$tmp/convs1c.txt" 2>&1
     expect cuda_conv_im2col_cp 0 "4 by cp.async" -- python3 -c '
 import sys; print("%d by cp.async" % open(sys.argv[1]).read().count(", im2col A by cp.async]"))' "$tmp/convs1c.txt"
-    # the im2col products compile for sm_80 and sm_90a, with their tensor maps
+    # the im2col products compile for sm_80 and sm_90a, each reading its A
+    # through a tensor map
     "$kiln" compile "$tmp/convs.onnx" -o "$tmp/convs.kiln" --target cuda --precision fp16 --emit-source "$tmp/csrc" \
         --quiet >/dev/null 2>&1
-    expect cuda_conv_im2col_compiles 0 "4 im2col maps in the source" -- python3 -c '
-import sys; print("%d im2col maps in the source" % open(sys.argv[1]).read().count("    g.conv = 1;"))' \
+    expect cuda_conv_im2col_compiles 0 "4 im2col products by TMA in the source" -- python3 -c '
+import sys
+ops = open(sys.argv[1]).read().split("static __device__ void op_")
+print("%d im2col products by TMA in the source" % sum("g.conv = 1;" in o and "g.tma_a = &kg_tmaps[" in o for o in ops))' \
         "$tmp/csrc/model.cu"
+    # a 4-D im2col copy takes filter offsets of 0..255: a 3x3 convolution
+    # of dilation 128 (pads 128, its last tap 256 away) stays kg_conv_tc,
+    # one of dilation 127 (pads 127) does not (both 1x1 convolutions after
+    # them are products)
+    python3 - "$tmp/dil.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+I = lambda a, n: numpy_helper.from_array(a.astype(np.float32), n)
+inits = [I(rng.uniform(-1, 1, (64, 64, 1, 1)), "w0")]
+nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"]), helper.make_node("Relu", ["c0"], ["b0"])]
+for i, d in enumerate((128, 127)):
+    inits.append(I(rng.uniform(-1, 1, (64, 64, 3, 3)), "w%d" % (i + 1)))
+    nodes.append(helper.make_node("Conv", ["b0", "w%d" % (i + 1)], ["c%d" % (i + 1)], dilations=[d, d],
+                                  pads=[d] * 4))
+    inits.append(I(rng.uniform(-1, 1, (8, 64, 1, 1)), "v%d" % (i + 1)))
+    nodes.append(helper.make_node("Conv", ["c%d" % (i + 1), "v%d" % (i + 1)], ["y%d" % (i + 1)]))
+g = helper.make_graph(nodes, "dil", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64, 16, 16])],
+                      [helper.make_tensor_value_info("y1", TensorProto.FLOAT, None),
+                       helper.make_tensor_value_info("y2", TensorProto.FLOAT, None)], inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    "$kiln" inspect "$tmp/dil.onnx" --schedule kernels --precision fp16 >"$tmp/dil.txt" 2>&1
+    expect cuda_conv_im2col_offsets 0 "3 products (1 im2col), 2 kg_conv_tc" -- python3 -c "$count_products" \
+        "$tmp/dil.txt"
     # the forms from NCHW x (one image, pixels in 8s): x^T w^T into NHWC, and
     # w x into NCHW; beside them w x^T (NHWC x, NCHW y with its residual)
     python3 - "$tmp/pwn.onnx" <<'PY'

@@ -1023,7 +1023,9 @@ static void b_conv_pool_nhwc(tc *c)
  *   1: two images, 3x3 stride 2, pads 1;
  *   2: 3x3 dilation 2, pads 2, + the residual;
  *   3: 1x3, stride 1 x 2, pads 0 x 1, output channels not a multiple of 64;
- *   4: two images, 5x5, leading pads 2 (H) and 1 (W), trailing 1 and 2. */
+ *   4: two images, 5x5, leading pads 2 (H) and 1 (W), trailing 1 and 2.
+ * Whether such convolutions take that path is checked on a model of the
+ * same layout by tests/cli/test_cli.sh (cuda_conv_products). */
 static void b_conv_im2col(tc *c)
 {
     const int v = c->variant;

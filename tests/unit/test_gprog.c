@@ -309,6 +309,18 @@ UNIT_TEST(gprog_targeted_corruptions)
     FRESH();
     put(b + im + 60, 3, 8); /* 3 images of 1536 bytes from byte 512 of 4096 */
     EXPECT_REJECT(b, n, "tensor map 2: tensor map at byte offset");
+    EXPECT_REJECT(b, n, "it reaches beyond its space");
+    /* extents whose products wrap 64 bits: 2^25 images (and rows) 2^39 bytes apart */
+    FRESH();
+    put(b + im + 60, ((uint64_t)1 << 25) + 1, 8);
+    put(b + im + 76, (uint64_t)1 << 39, 8);
+    EXPECT_REJECT(b, n, "tensor map 2: tensor map at byte offset");
+    EXPECT_REJECT(b, n, "it reaches beyond its space");
+    FRESH();
+    put(b + tm + 24, ((uint64_t)1 << 25) + 1, 8);
+    put(b + tm + 32, (uint64_t)1 << 39, 8);
+    EXPECT_REJECT(b, n, "tensor map 0: tensor map at byte offset");
+    EXPECT_REJECT(b, n, "it reaches beyond its space");
     FRESH();
     put(b + im + 68, 256, 8); /* rows of 4 pixels x 128 bytes closer than that */
     EXPECT_REJECT(b, n, "each at least the dimension before");

@@ -791,7 +791,9 @@ static void tune_key(const cg_emitter *e, const sched_group *grp, const conv_geo
  * (kg_gemm_conv): on sm_90, x and y NHWC 16-bit, one group, C a multiple
  * of 64 (a k-tile is 64 channels of one tap), and a pixel box (the first
  * tap's corners) and strides the tensor map takes (rt_gtmap: corners
- * within -128..127, steps 1..8). KILN_CONV_IM2COL=0: never. */
+ * within -128..127, steps 1..8), with the filter's offsets (its last
+ * tap's (kw - 1) dw, (kh - 1) dh) within the 0..255 that a 4-D im2col
+ * copy takes. KILN_CONV_IM2COL=0: never. */
 static bool im2col_ok(const cg_emitter *e, const ir_node *n, const conv_geom *g, const ir_value *y)
 {
     const ir_value *x = n->in[0];
@@ -801,7 +803,7 @@ static bool im2col_ok(const cg_emitter *e, const ir_node *n, const conv_geom *g,
     int64_t upper_w = (g->ow - 1) * g->sw - g->pw - (g->w - 1), upper_h = (g->oh - 1) * g->sh - g->ph - (g->h - 1);
     bool box = g->pw <= 128 && g->ph <= 128 && upper_w >= -128 && upper_w <= 127 && upper_h >= -128 &&
                upper_h <= 127 && g->sw >= 1 && g->sw <= 8 && g->sh >= 1 && g->sh <= 8 &&
-               (g->kw - 1) * g->dw < 65536 && (g->kh - 1) * g->dh < 65536;
+               (g->kw - 1) * g->dw <= 255 && (g->kh - 1) * g->dh <= 255;
     int space;
     uint64_t off;
     return box && cg_tmap_space(e, x, &space, &off) && off % 16 == 0 && cg_tmap_space(e, n->in[1], &space, &off) &&

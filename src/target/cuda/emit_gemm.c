@@ -1107,10 +1107,11 @@ static void gemm_key(const gemm_problem *g, int want_block, int share, char *key
     char block[32] = "", beside[32] = "", conv[160] = "";
     if (want_block) snprintf(block, sizeof(block), " block=%d", want_block);
     if (g->im2col)
-        snprintf(conv, sizeof(conv), " im2col=%lldx%lldx%lld,%lldx%lld,s%lldx%lld,p%lldx%lld,d%lldx%lld",
+        snprintf(conv, sizeof(conv), " im2col=%lldx%lldx%lld,%lldx%lld,s%lldx%lld,p%lldx%lld,d%lldx%lld,o%lldx%lld",
                  (long long)g->cv_h, (long long)g->cv_w, (long long)g->cv_c, (long long)g->cv_kh,
                  (long long)g->cv_kw, (long long)g->cv_sh, (long long)g->cv_sw, (long long)g->cv_ph,
-                 (long long)g->cv_pw, (long long)g->cv_dh, (long long)g->cv_dw);
+                 (long long)g->cv_pw, (long long)g->cv_dh, (long long)g->cv_dw, (long long)g->cv_oh,
+                 (long long)g->cv_ow);
     if (share > 1) snprintf(beside, sizeof(beside), " share=%d", share);
     snprintf(key, n,
              "gemm %s %s.%s m=%lld n=%lld k=%lld batch=%lld la=%d lb=%d out=%s bias=%s/%lld/%lld res=%s act=%d%s%s%s",
