@@ -5,7 +5,12 @@
  * rows, with the model's epilogues), two of BERT's with the epilogue
  * the model fuses (bias + GELU after FFN1, bias + residual after FFN2),
  * plus small shapes of every operand layout, odd extents, dtype and
- * epilogue that check correctness only.
+ * epilogue that check correctness only. The conv_ shapes are convolutions
+ * as emit_gemm.c computes them on sm_90 (gemm_analyse's im2col form: A the
+ * im2col matrix of an NHWC x, read through an im2col tensor map): ResNet-50's
+ * 3x3 ones at batch 1, and chk_conv_ ones of awkward geometry. Their A is
+ * x itself; the reference reads x through the im2col definition.
+ * KILN_CONV_IM2COL=cp checks the candidates that gather A by cp.async.
  *
  *   make BUILD=build build/gpu_gemm
  *   build/gpu_gemm [--shapes NAME,...] [--heuristic-only] [--csv FILE] [--compile-only [--rank]] [--rank-only] [--save DIR]
@@ -114,6 +119,59 @@ static const shape shapes[] = {
 };
 
 #define N_SHAPES ((int)KILN_COUNT(shapes))
+
+/* A convolution as the product gemm_analyse makes of it (its form 5, A the
+ * im2col matrix of x; emit_gemm.c's cv_* fields): x NHWC [imgs][h][w][c],
+ * the weights [n][kh][kw][c] (B K-major, k ordered kh, kw, c), y NHWC
+ * [imgs oh ow][n]; ph, pw the leading pads. s is its product: one batch of
+ * m = imgs oh ow rows, k = kh kw c, A and B K-major. */
+typedef struct conv_shape {
+    shape s;
+    int64_t imgs, h, w, c, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
+} conv_shape;
+
+/* A convolution's output extent along one axis: `in` pixels, a filter of
+ * f taps dilated by d, stride s, pads p0 before and p1 after (ONNX's). */
+#define CONV_OUT(in, f, s, d, p0, p1) (((in) + (p0) + (p1) - (d) * ((f) - 1) - 1) / (s) + 1)
+
+/* x [imgs][h][w][c] by n filters of kh x kw taps: strides sh x sw,
+ * dilations dh x dw, pads ph x pw before and qh x qw after. */
+#define CONV(name, imgs, h, w, c, n, kh, kw, sh, sw, dh, dw, ph, pw, qh, qw, dt, epi, timed)                        \
+    {{name, 1, (imgs) * CONV_OUT(h, kh, sh, dh, ph, qh) * CONV_OUT(w, kw, sw, dw, pw, qw), n, (kh) * (kw) * (c),    \
+      0, 0, dt, epi, timed},                                                                                         \
+     imgs, h, w, c, kh, kw, sh, sw, ph, pw, dh, dw, CONV_OUT(h, kh, sh, dh, ph, qh), CONV_OUT(w, kw, sw, dw, pw, qw)}
+
+static const conv_shape convs[] = {
+    /* ResNet-50's 3x3 convolutions at batch 1, one of each stage (the
+     * stride-2 one opens stage 2; 56 + 2 - 3 is odd, so the last row of
+     * taps stops short of the trailing pad) */
+    CONV("conv_r50_l1", 1, 56, 56, 64, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, KILN_F16, EPI_NONE, true),
+    CONV("conv_r50_l2s2", 1, 56, 56, 128, 128, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, KILN_F16, EPI_NONE, true),
+    CONV("conv_r50_l3", 1, 14, 14, 256, 256, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, KILN_F16, EPI_NONE, true),
+    CONV("conv_r50_l4", 1, 7, 7, 512, 512, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, KILN_F16, EPI_NONE, true),
+    /* correctness: tiles that start mid-row of y and cross images, ragged
+     * rows; two images, H != W, a stride along W only, 40 filters (ragged
+     * columns), splits through the workspace */
+    CONV("chk_conv_b2_9x13_sw2", 2, 9, 13, 64, 40, 3, 3, 1, 2, 1, 1, 1, 1, 1, 1, KILN_F16, EPI_BIAS_GELU, false),
+    /* dilation 2, a stride along H only; kg_gemm_wgt_ws in clusters of two */
+    CONV("chk_conv_15x14_sh2_d2", 1, 15, 14, 64, 128, 3, 3, 2, 1, 2, 2, 2, 2, 2, 2, KILN_BF16, EPI_BIAS_RES, false),
+    /* 5x5 taps, leading pads 2 x 1 and trailing 1 x 2; 25 k-tiles, so also
+     * two splits summed in a cluster, the last one shorter */
+    CONV("chk_conv_b2_12x10_5x5_p21", 2, 12, 10, 64, 72, 5, 5, 1, 1, 1, 1, 2, 1, 1, 2, KILN_F16, EPI_BIAS_GELU, false),
+    /* 1x3 taps of 192 channels (three k-tiles a tap) */
+    CONV("chk_conv_b2_7x20_1x3", 2, 7, 20, 192, 256, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, KILN_F16, EPI_NONE, false),
+};
+
+#define N_CONVS ((int)KILN_COUNT(convs))
+
+/* The convolution whose product s is, NULL for the plain products of shapes[]. */
+static const conv_shape *conv_of(const shape *s)
+{
+    for (int i = 0; i < N_CONVS; i++)
+        if (s == &convs[i].s) return &convs[i];
+    return NULL;
+}
+
 #define N_REPLAYS 5
 #define N_SAMPLES 2048
 
@@ -172,7 +230,34 @@ static void problem_of(const shape *s, gemm_problem *g)
     g->ep.scale = 1.0f;
     if (s->epi != EPI_NONE) g->bias_cs = 1;
     if (s->epi == EPI_BIAS_GELU) g->ep.act = PASS_ACT_GELU;
+    const conv_shape *v = conv_of(s);
+    if (v) { /* gemm_analyse's form 5: m, n, k, la, lb, lda and ldb are already its */
+        g->im2col = true;
+        g->imgs = v->imgs;
+        g->cv_c = v->c;
+        g->cv_h = v->h;
+        g->cv_w = v->w;
+        g->cv_oh = v->oh;
+        g->cv_ow = v->ow;
+        g->cv_kh = v->kh;
+        g->cv_kw = v->kw;
+        g->cv_sh = v->sh;
+        g->cv_sw = v->sw;
+        g->cv_ph = v->ph;
+        g->cv_pw = v->pw;
+        g->cv_dh = v->dh;
+        g->cv_dw = v->dw;
+        g->b_kmajor = true;
+    }
     g->tc = gemm_tc_ok(g);
+}
+
+/* The elements A is stored in: a convolution's x (its im2col matrix is
+ * never stored), else batch x m x k. */
+static int64_t a_elems(const shape *s)
+{
+    const conv_shape *v = conv_of(s);
+    return v ? v->imgs * v->h * v->w * v->c : s->batch * s->m * s->k;
 }
 
 /* Offsets in the device buffer: A, B, C, bias, residual, each 256-byte aligned. */
@@ -187,7 +272,7 @@ static layout layout_of(const shape *s)
     size_t e = dt_bytes(s->dt);
     layout l;
     l.a = 0;
-    l.b = align256(l.a + (size_t)(s->batch * s->m * s->k) * e + 16);
+    l.b = align256(l.a + (size_t)a_elems(s) * e + 16);
     l.c = align256(l.b + (size_t)(s->batch * s->k * s->n) * e + 16);
     l.bias = align256(l.c + (size_t)(s->batch * s->m * s->n) * e);
     l.res = align256(l.bias + (size_t)s->n * e);
@@ -203,6 +288,9 @@ static void problem_tma(const shape *s, gemm_problem *g)
     g->tma = g->tc && s->batch == 1 && s->m > 0 && s->n > 0 && s->k > 0;
     g->off_a = l.a;
     g->off_b = l.b;
+    /* what cg_conv_product checks before it plans an im2col product: a
+     * table row that breaks it is a mistake in this file */
+    KILN_ASSERT(!g->im2col || (g->tma && g->cv_c % 64 == 0));
 }
 
 /* One CUDA file with every candidate of s: op_i and kernel k_i. */
@@ -321,13 +409,29 @@ static void *compile_worker(void *arg)
 
 static double act_gelu(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
 
+/* Where A[b][i][k] is in the host copy of A; -1 where a convolution's tap
+ * falls in the padding (a zero). A convolution's row i is output pixel
+ * (img, oh, ow), its column k tap (fh, fw) of channel ch: x at pixel
+ * (oh sh - ph + fh dh, ow sw - pw + fw dw) of image img. */
+static int64_t a_index(const shape *s, const conv_shape *v, int64_t b, int64_t i, int64_t k)
+{
+    if (!v) return b * s->m * s->k + (s->la ? k * s->m + i : i * s->k + k);
+    int64_t img = i / (v->oh * v->ow), oh = i / v->ow % v->oh, ow = i % v->ow;
+    int64_t tap = k / v->c, ch = k % v->c, fh = tap / v->kw, fw = tap % v->kw;
+    int64_t ih = oh * v->sh - v->ph + fh * v->dh, iw = ow * v->sw - v->pw + fw * v->dw;
+    if (ih < 0 || ih >= v->h || iw < 0 || iw >= v->w) return -1;
+    return ((img * v->h + ih) * v->w + iw) * v->c + ch;
+}
+
 /* The reference of C[b][i][j] from the host copies. */
 static double reference(const shape *s, const void *ha, const void *hb, const void *hbias, const void *hres,
                         int64_t b, int64_t i, int64_t j)
 {
+    const conv_shape *v = conv_of(s);
     double acc = 0;
     for (int64_t k = 0; k < s->k; k++) {
-        int64_t ia = b * s->m * s->k + (s->la ? k * s->m + i : i * s->k + k);
+        int64_t ia = a_index(s, v, b, i, k);
+        if (ia < 0) continue;
         int64_t ib = b * s->k * s->n + (s->lb ? k * s->n + j : j * s->k + k);
         acc += (double)load_elem(ha, ia, s->dt) * (double)load_elem(hb, ib, s->dt);
     }
@@ -491,7 +595,7 @@ static void run_shape(device *dv, job *j, bool heuristic_only, FILE *csv, base_d
     }
     layout l = layout_of(s);
     size_t e = dt_bytes(s->dt);
-    int64_t na = s->batch * s->m * s->k, nb = s->batch * s->k * s->n, nc = s->batch * s->m * s->n;
+    int64_t na = a_elems(s), nb = s->batch * s->k * s->n, nc = s->batch * s->m * s->n;
     void *host = calloc(1, l.total);
     void *hc = malloc((size_t)nc * e + 1);
     CUdeviceptr buf = 0, gctx = 0;
@@ -533,9 +637,17 @@ static void run_shape(device *dv, job *j, bool heuristic_only, FILE *csv, base_d
     double flop = 2.0 * (double)s->batch * (double)s->m * (double)s->n * (double)s->k;
     int best = -1;
     double best_us = 0, heur_us = -1, heur_err = 0;
+    const conv_shape *v = conv_of(s);
+    char a_what[160];
+    if (v)
+        snprintf(a_what, sizeof(a_what), "A im2col of x %lldx%lldx%lldx%lld, filter %lldx%lld, stride %lldx%lld, "
+                 "dilation %lldx%lld, leading pads %lldx%lld", (long long)v->imgs, (long long)v->h, (long long)v->w,
+                 (long long)v->c, (long long)v->kh, (long long)v->kw, (long long)v->sh, (long long)v->sw,
+                 (long long)v->dh, (long long)v->dw, (long long)v->ph, (long long)v->pw);
+    else snprintf(a_what, sizeof(a_what), "%s", s->la ? "A m-major" : "A k-major");
     printf("%s: batch %lld, m %lld n %lld k %lld, %s, %s%s; %d candidates (compiled in %.1f s)\n", s->name,
-           (long long)s->batch, (long long)s->m, (long long)s->n, (long long)s->k, kiln_dtype_name(s->dt),
-           s->la ? "A m-major" : "A k-major", s->lb ? ", B n-major" : ", B k-major", j->n_cands, j->compile_s);
+           (long long)s->batch, (long long)s->m, (long long)s->n, (long long)s->k, kiln_dtype_name(s->dt), a_what,
+           s->lb ? ", B n-major" : ", B k-major", j->n_cands, j->compile_s);
     for (int i = 0; i < j->n_cands; i++) {
         if (heuristic_only && i != j->heuristic) continue;
         const gemm_cfg *c = &j->cands[i];
@@ -670,10 +782,10 @@ int main(int argc, char **argv)
     printf("%s: sm_%d%d, %d SMs, %d KB shared memory per block; NVRTC %d\n", info.name, info.sm_major, info.sm_minor,
            info.n_sms, info.smem_per_block_optin_bytes / 1024, cg_nvrtc_version());
 
-    static job jobs[N_SHAPES]; /* megabytes: not on the stack */
+    static job jobs[N_SHAPES + N_CONVS]; /* megabytes: not on the stack */
     int n_jobs = 0;
-    for (int i = 0; i < N_SHAPES; i++) {
-        const shape *s = &shapes[i];
+    for (int i = 0; i < N_SHAPES + N_CONVS; i++) {
+        const shape *s = i < N_SHAPES ? &shapes[i] : &convs[i - N_SHAPES].s;
         if (only) {
             const char *p = strstr(only, s->name);
             size_t len = strlen(s->name);

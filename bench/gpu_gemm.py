@@ -11,7 +11,9 @@ repeated launches between events, median of 5 replays, inputs uniform in
 [-1, 1). fp16 and bf16 shapes compare with cuBLAS in that dtype; the float32
 one with cuBLAS SGEMM (TF32 off). The epilogue shapes (bias + GELU,
 bias + residual) compare with torch.matmul alone, so their ratios show
-what the fused epilogue costs.
+what the fused epilogue costs. The conv_ shapes (convolutions, whose A
+kiln reads from x through an im2col tensor map) compare with cuBLAS's
+product of the same m, n and k, its A an im2col matrix already stored.
 Prints a table: TFLOP/s of kiln's heuristic choice, of the fastest candidate
 (what --tune finds), of cuBLAS, and the ratios kiln / cuBLAS.
 """
