@@ -89,11 +89,10 @@ typedef struct gemm_problem {
     bool tma;
     int space_a, space_b;
     uint64_t off_a, off_b;
-    /* cg_conv_product's forms 5 and 6: the operand (1 A, 2 B; 0 none) that
-     * is the im2col matrix of the convolution's NHWC x (kg_gemm_conv;
-     * im2col's geometry: x [imgs, h, w, c], y's oh x ow, the filter kh x
-     * kw, strides, leading pads, dilations) */
-    int im2col;
+    /* cg_conv_product's form 5: A the im2col matrix of the convolution's
+     * NHWC x (kg_gemm_conv; im2col's geometry: x [imgs, h, w, c], y's oh
+     * x ow, the filter kh x kw, strides, leading pads, dilations) */
+    bool im2col;
     int64_t imgs, cv_c, cv_h, cv_w, cv_oh, cv_ow, cv_kh, cv_kw, cv_sh, cv_sw, cv_ph, cv_pw, cv_dh, cv_dw;
 } gemm_problem;
 
@@ -125,13 +124,12 @@ static kiln_status gemm_analyse(cg_emitter *e, const sched_group *grp, gemm_prob
     g->alpha = g->ep.scale;
     g->beta = 1.0f;
     g->n_batch = 1;
-    if (conv == 5 || conv == 6) {
-        /* x NHWC, the weights OHWI (K-major) (cg_conv_product): y NHWC =
-         * im2col(x) [n oh ow, kh kw c] w [k, kh kw c]^T (5), y NCHW of one
-         * image = w im2col(x)^T (6); the im2col operand's "rows" are the
-         * map's pixels, its ld nominal */
+    if (conv == 5) {
+        /* im2col(x) [n oh ow, kh kw c] w [k, kh kw c]^T (cg_conv_product):
+         * x and y NHWC, the weights OHWI (K-major); A's "rows" are the
+         * im2col map's pixels, lda nominal */
         const ir_tensor *y = &g->y->t;
-        g->im2col = conv == 5 ? 1 : 2;
+        g->im2col = true;
         g->imgs = a->dims[0];
         g->cv_c = a->dims[1];
         g->cv_h = a->dims[2];
@@ -150,18 +148,10 @@ static kiln_status gemm_analyse(cg_emitter *e, const sched_group *grp, gemm_prob
         g->k = g->cv_c * g->cv_kh * g->cv_kw;
         g->la = g->lb = 0;
         g->lda = g->ldb = g->k;
-        g->b_kmajor = conv == 5;
-        if (conv == 6) {
-            int64_t pixels = g->m;
-            g->a = n->in[1];
-            g->b = n->in[0];
-            g->m = g->n;
-            g->n = pixels;
-        }
-        if (g->ep.bias) { /* one per output channel: along y's rows or its columns */
+        g->b_kmajor = true;
+        if (g->ep.bias) {
             g->sbias = cg_store(e, g->ep.bias);
-            g->bias_cs = conv == 5;
-            g->bias_rs = conv == 6;
+            g->bias_cs = 1;
         }
     } else if (conv) {
         /* a 1x1 convolution (cg_conv_product): x stored NHWC [n h w, c]
@@ -852,24 +842,22 @@ static void gemm_tmaps(const gemm_problem *g, const gemm_cfg *c, rt_gtmap *ma, r
     /* a block in a cluster copies its part */
     ma->box1 = g->la ? 64u : (unsigned)(c->cn ? c->bm / c->cn : c->bm);
     if (g->im2col) {
-        /* x [imgs][h][w][c]: box1 pixels (A's rows of the tile or the
-         * cluster block's part, B's columns) of 64 channels a copy, over
-         * the first tap's positions (rt_gtmap) */
-        rt_gtmap *mx = g->im2col == 1 ? ma : mb;
-        mx->im2col = 1;
-        mx->dim0 = (uint64_t)g->cv_c;
-        mx->dim1 = (uint64_t)g->cv_w;
-        mx->dim2 = (uint64_t)g->cv_h;
-        mx->dim3 = (uint64_t)g->imgs;
-        mx->stride1 = (uint64_t)g->cv_c * 2;
-        mx->stride2 = mx->stride1 * (uint64_t)g->cv_w;
-        mx->stride3 = mx->stride2 * (uint64_t)g->cv_h;
-        mx->lower_w = (int)-g->cv_pw;
-        mx->lower_h = (int)-g->cv_ph;
-        mx->upper_w = (int)((g->cv_ow - 1) * g->cv_sw - g->cv_pw - (g->cv_w - 1));
-        mx->upper_h = (int)((g->cv_oh - 1) * g->cv_sh - g->cv_ph - (g->cv_h - 1));
-        mx->step_w = (unsigned)g->cv_sw;
-        mx->step_h = (unsigned)g->cv_sh;
+        /* x [imgs][h][w][c]: box1 pixels of 64 channels a copy, over the
+         * first tap's positions (rt_gtmap) */
+        ma->im2col = 1;
+        ma->dim0 = (uint64_t)g->cv_c;
+        ma->dim1 = (uint64_t)g->cv_w;
+        ma->dim2 = (uint64_t)g->cv_h;
+        ma->dim3 = (uint64_t)g->imgs;
+        ma->stride1 = (uint64_t)g->cv_c * 2;
+        ma->stride2 = ma->stride1 * (uint64_t)g->cv_w;
+        ma->stride3 = ma->stride2 * (uint64_t)g->cv_h;
+        ma->lower_w = (int)-g->cv_pw;
+        ma->lower_h = (int)-g->cv_ph;
+        ma->upper_w = (int)((g->cv_ow - 1) * g->cv_sw - g->cv_pw - (g->cv_w - 1));
+        ma->upper_h = (int)((g->cv_oh - 1) * g->cv_sh - g->cv_ph - (g->cv_h - 1));
+        ma->step_w = (unsigned)g->cv_sw;
+        ma->step_h = (unsigned)g->cv_sh;
     }
     mb->dim0 = (uint64_t)(g->lb ? g->n : g->k);
     mb->dim1 = (uint64_t)(g->lb ? g->k : g->n);
@@ -913,7 +901,7 @@ static void emit_call(base_str *s, const gemm_problem *g, const gemm_cfg *c, con
                     cg_float_lit(g->ep.alpha, f3, sizeof(f3)), cg_float_lit(g->ep.beta, f4, sizeof(f4)));
     base_str_printf(s, "    g.splits = %d; g.split = split; g.slot = slot; g.csum = %d;\n    g.grid_dep = %s;\n",
                     c->splits, c->cs ? 1 : 0, pdep ? pdep : "0");
-    base_str_printf(s, "    g.conv = %d;\n", g->im2col);
+    base_str_printf(s, "    g.conv = %d;\n", g->im2col ? 1 : 0);
     if (g->im2col)
         base_str_printf(s,
                         "    g.cv.c = %lld; g.cv.h = %lld; g.cv.w = %lld; g.cv.oh = %lld; g.cv.ow = %lld; g.cv.kw = %lld;\n"
@@ -969,7 +957,7 @@ static void emit_summary(base_str *s, const gemm_problem *g, const gemm_cfg *c)
     dims_str(&g->y->t, sy, sizeof(sy));
     bool gemm = g->node->op == KILN_OP_GEMM;
     const char *what = gemm ? "Gemm" : "MatMul";
-    if (g->im2col) what = g->im2col == 1 ? "Conv as im2col(x) w^T" : "Conv as w im2col(x)^T";
+    if (g->im2col) what = "Conv as im2col(x) w^T";
     else if (g->node->op == KILN_OP_CONV) /* cg_conv_product's forms */
         what = g->a == g->node->in[0] ? (g->la ? "Conv 1x1 as x^T w^T" : "Conv 1x1 as x w^T")
                                       : (g->lb ? "Conv 1x1 as w x" : "Conv 1x1 as w x^T");
@@ -1058,8 +1046,7 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
         snprintf(op->config, sizeof(op->config), "kg_gemm_gemv %d warps x %d columns", c->wm, c->wn);
     else if (c->kind == GEMM_WGT) {
         int len = snprintf(op->config, sizeof(op->config), "kg_gemm_wgt%s %dx%dx64 (TMA%s), %d stages, %d splits",
-                           c->cn ? "_ws" : "", c->bm, c->bn, !g->im2col ? "" : g->im2col == 1 ? ", im2col A" : ", im2col B",
-                           c->stages, c->splits);
+                           c->cn ? "_ws" : "", c->bm, c->bn, g->im2col ? ", im2col A" : "", c->stages, c->splits);
         if (len > 0 && (size_t)len < sizeof(op->config))
             ws_note_of(c, op->config + len, sizeof(op->config) - (size_t)len);
     }
@@ -1070,7 +1057,7 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
                  c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->stages, c->splits);
     if (g->im2col && c->kind != GEMM_WGT) {
         size_t len = strlen(op->config);
-        snprintf(op->config + len, sizeof(op->config) - len, ", im2col %s by cp.async", g->im2col == 1 ? "A" : "B");
+        snprintf(op->config + len, sizeof(op->config) - len, ", im2col A by cp.async");
     }
     op->cluster = cfg_cluster(c);
     op->narrow = cfg_narrow(c);
