@@ -107,6 +107,12 @@ const char *cg_ptr(const cg_emitter *e, const ir_value *v, char *buf, size_t n)
 
 kiln_status cg_tmap_add(cg_emitter *e, const rt_gtmap *m, int *index)
 {
+    /* what the runtime checks when it loads the program, checked here so
+     * that a map the emitter got wrong fails the compile (and CI, which
+     * has no GPU), not the first run */
+    const char *why;
+    if (!rt_gtmap_check(m, m->space ? e->p->weight_bytes : e->p->arena_bytes, &why))
+        return base_diag_add(e->d, KILN_ERR_INTERNAL, "group %d: tensor map %d: %s", e->site, e->n_tmaps, why);
     if (e->n_tmaps == e->cap_tmaps) {
         int cap = e->cap_tmaps ? 2 * e->cap_tmaps : 16;
         if (cap > KILN_GPROG_MAX_TMAPS)
