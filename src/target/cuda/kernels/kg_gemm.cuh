@@ -46,6 +46,11 @@
  * kg_gemm_wg reads K-major tiles as they are; its MN-major tiles are laid
  * out in 64-element-wide atoms instead (kg_gemm_tile_off).
  *
+ * Convolutions. A convolution of NHWC x may be a product whose A is the
+ * im2col matrix of x, never stored (g->conv, kg_gemm_conv): kg_gemm_wgt
+ * copies its k-tiles with TMA's im2col mode, the other tensor-core
+ * templates gather them by cp.async (kg_gemm_conv_load).
+ *
  * Edges. Rows and k beyond the matrix are zero-filled (cp.async with a
  * source size of 0); stores are masked. The tensor-core templates need the
  * contiguous extent of each operand (and its row stride) to be a multiple
