@@ -121,7 +121,7 @@ static const shape shapes[] = {
 #define N_SHAPES ((int)KILN_COUNT(shapes))
 
 /* A convolution as the product gemm_analyse makes of it (its form 5, A the
- * im2col matrix of x; emit_gemm.c's cv_* fields): x NHWC [imgs][h][w][c],
+ * im2col matrix of x; emit_gemm.c's cg_im2col): x NHWC [imgs][h][w][c],
  * the weights [n][kh][kw][c] (B K-major, k ordered kh, kw, c), y NHWC
  * [imgs oh ow][n]; ph, pw the leading pads. s is its product: one batch of
  * m = imgs oh ow rows, k = kh kw c, A and B K-major. */
@@ -233,20 +233,20 @@ static void problem_of(const shape *s, gemm_problem *g)
     const conv_shape *v = conv_of(s);
     if (v) { /* gemm_analyse's form 5: m, n, k, la, lb, lda and ldb are already its */
         g->im2col = true;
-        g->imgs = v->imgs;
-        g->cv_c = v->c;
-        g->cv_h = v->h;
-        g->cv_w = v->w;
-        g->cv_oh = v->oh;
-        g->cv_ow = v->ow;
-        g->cv_kh = v->kh;
-        g->cv_kw = v->kw;
-        g->cv_sh = v->sh;
-        g->cv_sw = v->sw;
-        g->cv_ph = v->ph;
-        g->cv_pw = v->pw;
-        g->cv_dh = v->dh;
-        g->cv_dw = v->dw;
+        g->cv.imgs = v->imgs;
+        g->cv.c = v->c;
+        g->cv.h = v->h;
+        g->cv.w = v->w;
+        g->cv.oh = v->oh;
+        g->cv.ow = v->ow;
+        g->cv.kh = v->kh;
+        g->cv.kw = v->kw;
+        g->cv.sh = v->sh;
+        g->cv.sw = v->sw;
+        g->cv.ph = v->ph;
+        g->cv.pw = v->pw;
+        g->cv.dh = v->dh;
+        g->cv.dw = v->dw;
         g->b_kmajor = true;
     }
     g->tc = gemm_tc_ok(g);
@@ -290,7 +290,7 @@ static void problem_tma(const shape *s, gemm_problem *g)
     g->off_b = l.b;
     /* what cg_conv_product checks before it plans an im2col product: a
      * table row that breaks it is a mistake in this file */
-    KILN_ASSERT(!g->im2col || (g->tma && g->cv_c % 64 == 0));
+    KILN_ASSERT(!g->im2col || (g->tma && g->cv.c % 64 == 0));
 }
 
 /* One CUDA file with every candidate of s: op_i and kernel k_i. */

@@ -273,8 +273,18 @@ kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op);
  * 0: none of these.
  * KILN_CONV_PRODUCT=0: never. */
 int cg_conv_product(const cg_emitter *e, const sched_group *grp);
-/* A 2-D convolution's leading pads along H and W, auto_pad resolved. */
-void cg_conv_leading_pads(const ir_node *n, int64_t *ph, int64_t *pw);
+/* A convolution's geometry as an im2col product sees it (kg_gemm_conv):
+ * x NHWC [imgs][h][w][c], y's oh x ow pixels, the filter kh x kw, its
+ * strides, leading pads and dilations. */
+typedef struct cg_im2col {
+    int64_t imgs, c, h, w, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+} cg_im2col;
+/* Node n's (a 2-D convolution's) geometry, auto_pad resolved (emit_conv.c). */
+void cg_conv_im2col(const ir_node *n, cg_im2col *v);
+/* The im2col tensor map of v's x (emit_gemm.c): its kind, dimensions,
+ * strides, pixel box (the first tap's positions) and steps; the caller's
+ * space, dtype, offset and box stay. */
+void cg_im2col_map(const cg_im2col *v, rt_gtmap *m);
 /* Node n's multiply-adds per image where it is a pointwise convolution
  * (1x1, stride 1, no padding, one group, channels a multiple of 8: the
  * geometry cg_conv_product asks for), else 0. */

@@ -798,16 +798,20 @@ static bool im2col_ok(const cg_emitter *e, const ir_node *n, const conv_geom *g,
 {
     const ir_value *x = n->in[0];
     if (e->gpu.sm_major != 9 || cg_env_is("KILN_CONV_IM2COL", "0") || x->t.rank != 4 || g->groups != 1 ||
-        g->c % 64 || !cg_is_nhwc(e, x) || !cg_is_nhwc(e, y) || !e->ohwi || !e->ohwi[n->in[1]->id])
+        g->c % 64 || !cg_is_nhwc(e, x) || !cg_is_nhwc(e, y) || !e->ohwi || !e->ohwi[n->in[1]->id] ||
+        (g->kw - 1) * g->dw > 255 || (g->kh - 1) * g->dh > 255)
         return false;
-    int64_t upper_w = (g->ow - 1) * g->sw - g->pw - (g->w - 1), upper_h = (g->oh - 1) * g->sh - g->ph - (g->h - 1);
-    bool box = g->pw <= 128 && g->ph <= 128 && upper_w >= -128 && upper_w <= 127 && upper_h >= -128 &&
-               upper_h <= 127 && g->sw >= 1 && g->sw <= 8 && g->sh >= 1 && g->sh <= 8 &&
-               (g->kw - 1) * g->dw <= 255 && (g->kh - 1) * g->dh <= 255;
+    /* x's map as gemm_tmaps will make it, checked as the runtime will */
+    cg_im2col v;
+    cg_conv_im2col(n, &v);
+    rt_gtmap m = {.dtype = KILN_GPREC_FP16, .box0 = 64, .box1 = 64};
+    cg_im2col_map(&v, &m);
+    const char *why;
     int space;
     uint64_t off;
-    return box && cg_tmap_space(e, x, &space, &off) && off % 16 == 0 && cg_tmap_space(e, n->in[1], &space, &off) &&
-           off % 16 == 0;
+    return cg_tmap_space(e, x, &m.space, &m.offset) &&
+           rt_gtmap_check(&m, m.space ? e->p->weight_bytes : e->p->arena_bytes, &why) &&
+           cg_tmap_space(e, n->in[1], &space, &off) && off % 16 == 0;
 }
 
 /* cg_conv_product's form of grp, whatever the schedule. */
@@ -850,12 +854,12 @@ int cg_conv_product(const cg_emitter *e, const sched_group *grp)
     return product_form(e, grp);
 }
 
-void cg_conv_leading_pads(const ir_node *n, int64_t *ph, int64_t *pw)
+void cg_conv_im2col(const ir_node *n, cg_im2col *v)
 {
     conv_geom g;
     conv_geometry(n, &g);
-    *ph = g.ph;
-    *pw = g.pw;
+    *v = (cg_im2col){.imgs = g.n, .c = g.c, .h = g.h, .w = g.w, .oh = g.oh, .ow = g.ow, .kh = g.kh, .kw = g.kw,
+                     .sh = g.sh, .sw = g.sw, .ph = g.ph, .pw = g.pw, .dh = g.dh, .dw = g.dw};
 }
 
 int64_t cg_conv_pointwise_macs(const ir_node *n)

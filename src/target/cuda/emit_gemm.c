@@ -93,7 +93,7 @@ typedef struct gemm_problem {
      * NHWC x (kg_gemm_conv; im2col's geometry: x [imgs, h, w, c], y's oh
      * x ow, the filter kh x kw, strides, leading pads, dilations) */
     bool im2col;
-    int64_t imgs, cv_c, cv_h, cv_w, cv_oh, cv_ow, cv_kh, cv_kw, cv_sh, cv_sw, cv_ph, cv_pw, cv_dh, cv_dw;
+    cg_im2col cv;
 } gemm_problem;
 
 /* Whether kg_gemm_tc takes g: A and B stored as the same 16-bit float, and
@@ -128,24 +128,11 @@ static kiln_status gemm_analyse(cg_emitter *e, const sched_group *grp, gemm_prob
         /* im2col(x) [n oh ow, kh kw c] w [k, kh kw c]^T (cg_conv_product):
          * x and y NHWC, the weights OHWI (K-major); A's "rows" are the
          * im2col map's pixels, lda nominal */
-        const ir_tensor *y = &g->y->t;
         g->im2col = true;
-        g->imgs = a->dims[0];
-        g->cv_c = a->dims[1];
-        g->cv_h = a->dims[2];
-        g->cv_w = a->dims[3];
-        g->cv_oh = y->dims[2];
-        g->cv_ow = y->dims[3];
-        g->cv_kh = b->dims[2];
-        g->cv_kw = b->dims[3];
-        g->cv_sh = ir_node_attr_ints_at(n, "strides", 0, 1);
-        g->cv_sw = ir_node_attr_ints_at(n, "strides", 1, 1);
-        g->cv_dh = ir_node_attr_ints_at(n, "dilations", 0, 1);
-        g->cv_dw = ir_node_attr_ints_at(n, "dilations", 1, 1);
-        cg_conv_leading_pads(n, &g->cv_ph, &g->cv_pw);
-        g->m = g->imgs * g->cv_oh * g->cv_ow;
+        cg_conv_im2col(n, &g->cv);
+        g->m = g->cv.imgs * g->cv.oh * g->cv.ow;
         g->n = b->dims[0];
-        g->k = g->cv_c * g->cv_kh * g->cv_kw;
+        g->k = g->cv.c * g->cv.kh * g->cv.kw;
         g->la = g->lb = 0;
         g->lda = g->ldb = g->k;
         g->b_kmajor = true;
@@ -528,14 +515,14 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, bool persis
          * KILN_CONV_IM2COL=cp asks for the others, whose threads gather A
          * by cp.async as the sm_80 image does (kg_gemm_conv_load): what
          * checks that path on an H100 */
-        bool cp = g->im2col && cg_env_is("KILN_CONV_IM2COL", "cp");
+        bool cp = g->im2col && cg_env_is("KILN_CONV_IM2COL", "cp"), copied = !g->im2col || cp;
         tma = tma && !cp;
         tables[0] = tma ? wg_table : NULL; /* as GEMM_WGT */
         sizes[0] = tma ? (int)KILN_COUNT(wg_table) : 0;
-        tables[1] = g->im2col && !cp ? NULL : wg_table;
-        sizes[1] = g->im2col && !cp ? 0 : (int)KILN_COUNT(wg_table);
-        tables[2] = g->im2col && !cp ? NULL : tc_table;
-        sizes[2] = g->im2col && !cp ? 0 : (int)KILN_COUNT(tc_table);
+        tables[1] = copied ? wg_table : NULL;
+        sizes[1] = copied ? (int)KILN_COUNT(wg_table) : 0;
+        tables[2] = copied ? tc_table : NULL;
+        sizes[2] = copied ? (int)KILN_COUNT(tc_table) : 0;
         tables[3] = tma ? wgt_deep_table : NULL;
         sizes[3] = tma ? (int)KILN_COUNT(wgt_deep_table) : 0;
     } else if (g->tc) {
@@ -841,27 +828,28 @@ static void gemm_tmaps(const gemm_problem *g, const gemm_cfg *c, rt_gtmap *ma, r
     ma->dim1 = (uint64_t)(g->la ? g->k : g->m);
     /* a block in a cluster copies its part */
     ma->box1 = g->la ? 64u : (unsigned)(c->cn ? c->bm / c->cn : c->bm);
-    if (g->im2col) {
-        /* x [imgs][h][w][c]: box1 pixels of 64 channels a copy, over the
-         * first tap's positions (rt_gtmap) */
-        ma->im2col = 1;
-        ma->dim0 = (uint64_t)g->cv_c;
-        ma->dim1 = (uint64_t)g->cv_w;
-        ma->dim2 = (uint64_t)g->cv_h;
-        ma->dim3 = (uint64_t)g->imgs;
-        ma->stride1 = (uint64_t)g->cv_c * 2;
-        ma->stride2 = ma->stride1 * (uint64_t)g->cv_w;
-        ma->stride3 = ma->stride2 * (uint64_t)g->cv_h;
-        ma->lower_w = (int)-g->cv_pw;
-        ma->lower_h = (int)-g->cv_ph;
-        ma->upper_w = (int)((g->cv_ow - 1) * g->cv_sw - g->cv_pw - (g->cv_w - 1));
-        ma->upper_h = (int)((g->cv_oh - 1) * g->cv_sh - g->cv_ph - (g->cv_h - 1));
-        ma->step_w = (unsigned)g->cv_sw;
-        ma->step_h = (unsigned)g->cv_sh;
-    }
+    if (g->im2col) cg_im2col_map(&g->cv, ma); /* box1 pixels of 64 channels a copy */
     mb->dim0 = (uint64_t)(g->lb ? g->n : g->k);
     mb->dim1 = (uint64_t)(g->lb ? g->k : g->n);
     mb->box1 = g->lb ? 64u : (unsigned)c->bn;
+}
+
+void cg_im2col_map(const cg_im2col *v, rt_gtmap *m)
+{
+    m->im2col = 1;
+    m->dim0 = (uint64_t)v->c;
+    m->dim1 = (uint64_t)v->w;
+    m->dim2 = (uint64_t)v->h;
+    m->dim3 = (uint64_t)v->imgs;
+    m->stride1 = (uint64_t)v->c * 2;
+    m->stride2 = m->stride1 * (uint64_t)v->w;
+    m->stride3 = m->stride2 * (uint64_t)v->h;
+    m->lower_w = (int)-v->pw;
+    m->lower_h = (int)-v->ph;
+    m->upper_w = (int)((v->ow - 1) * v->sw - v->pw - (v->w - 1));
+    m->upper_h = (int)((v->oh - 1) * v->sh - v->ph - (v->h - 1));
+    m->step_w = (unsigned)v->sw;
+    m->step_h = (unsigned)v->sh;
 }
 
 /* The body of op_<id> after emit_split and the batch offsets oa, ob, oc: fills the
@@ -907,9 +895,9 @@ static void emit_call(base_str *s, const gemm_problem *g, const gemm_cfg *c, con
                         "    g.cv.c = %lld; g.cv.h = %lld; g.cv.w = %lld; g.cv.oh = %lld; g.cv.ow = %lld; g.cv.kw = %lld;\n"
                         "    g.cv.sh = %lld; g.cv.sw = %lld; g.cv.ph = %lld; g.cv.pw = %lld; g.cv.dh = %lld; "
                         "g.cv.dw = %lld;\n",
-                        (long long)g->cv_c, (long long)g->cv_h, (long long)g->cv_w, (long long)g->cv_oh,
-                        (long long)g->cv_ow, (long long)g->cv_kw, (long long)g->cv_sh, (long long)g->cv_sw,
-                        (long long)g->cv_ph, (long long)g->cv_pw, (long long)g->cv_dh, (long long)g->cv_dw);
+                        (long long)g->cv.c, (long long)g->cv.h, (long long)g->cv.w, (long long)g->cv.oh,
+                        (long long)g->cv.ow, (long long)g->cv.kw, (long long)g->cv.sh, (long long)g->cv.sw,
+                        (long long)g->cv.ph, (long long)g->cv.pw, (long long)g->cv.dh, (long long)g->cv.dw);
     if (c->splits > 1)
         base_str_printf(s, "    g.ws = kg_splitk_ws + %lld;\n    g.sem = kg_splitk_sem + %d;\n", (long long)op->ws_at,
                         op->sem_at);
@@ -969,8 +957,8 @@ static void emit_summary(base_str *s, const gemm_problem *g, const gemm_cfg *c)
     if (g->b_kmajor) base_str_cat(s, "; B stored transposed");
     if (g->im2col)
         base_str_printf(s, "; filter %lldx%lld, stride %lldx%lld, pads %lldx%lld, dilation %lldx%lld",
-                        (long long)g->cv_kh, (long long)g->cv_kw, (long long)g->cv_sh, (long long)g->cv_sw,
-                        (long long)g->cv_ph, (long long)g->cv_pw, (long long)g->cv_dh, (long long)g->cv_dw);
+                        (long long)g->cv.kh, (long long)g->cv.kw, (long long)g->cv.sh, (long long)g->cv.sw,
+                        (long long)g->cv.ph, (long long)g->cv.pw, (long long)g->cv.dh, (long long)g->cv.dw);
     if (g->alpha != 1.0f) base_str_cat(s, "; scaled");
     if (g->ep.bias) base_str_cat(s, "; bias");
     if (g->ep.residual) base_str_cat(s, "; residual");
@@ -1108,10 +1096,10 @@ static void gemm_key(const gemm_problem *g, int want_block, int share, char *key
     if (want_block) snprintf(block, sizeof(block), " block=%d", want_block);
     if (g->im2col)
         snprintf(conv, sizeof(conv), " im2col=%lldx%lldx%lld,%lldx%lld,s%lldx%lld,p%lldx%lld,d%lldx%lld,o%lldx%lld",
-                 (long long)g->cv_h, (long long)g->cv_w, (long long)g->cv_c, (long long)g->cv_kh,
-                 (long long)g->cv_kw, (long long)g->cv_sh, (long long)g->cv_sw, (long long)g->cv_ph,
-                 (long long)g->cv_pw, (long long)g->cv_dh, (long long)g->cv_dw, (long long)g->cv_oh,
-                 (long long)g->cv_ow);
+                 (long long)g->cv.h, (long long)g->cv.w, (long long)g->cv.c, (long long)g->cv.kh,
+                 (long long)g->cv.kw, (long long)g->cv.sh, (long long)g->cv.sw, (long long)g->cv.ph,
+                 (long long)g->cv.pw, (long long)g->cv.dh, (long long)g->cv.dw, (long long)g->cv.oh,
+                 (long long)g->cv.ow);
     if (share > 1) snprintf(beside, sizeof(beside), " share=%d", share);
     snprintf(key, n,
              "gemm %s %s.%s m=%lld n=%lld k=%lld batch=%lld la=%d lb=%d out=%s bias=%s/%lld/%lld res=%s act=%d%s%s%s",
