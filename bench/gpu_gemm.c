@@ -128,6 +128,7 @@ static const shape shapes[] = {
 typedef struct conv_shape {
     shape s;
     int64_t imgs, h, w, c, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow;
+    int operand; /* the im2col one: 1 A (form 5, m = imgs oh ow, y NHWC), 2 B (form 6, one image, n = oh ow, y NCHW) */
 } conv_shape;
 
 /* A convolution's output extent along one axis: `in` pixels, a filter of
@@ -139,7 +140,13 @@ typedef struct conv_shape {
 #define CONV(name, imgs, h, w, c, n, kh, kw, sh, sw, dh, dw, ph, pw, qh, qw, dt, epi, timed)                        \
     {{name, 1, (imgs) * CONV_OUT(h, kh, sh, dh, ph, qh) * CONV_OUT(w, kw, sw, dw, pw, qw), n, (kh) * (kw) * (c),    \
       0, 0, dt, epi, timed},                                                                                         \
-     imgs, h, w, c, kh, kw, sh, sw, ph, pw, dh, dw, CONV_OUT(h, kh, sh, dh, ph, qh), CONV_OUT(w, kw, sw, dw, pw, qw)}
+     imgs, h, w, c, kh, kw, sh, sw, ph, pw, dh, dw, CONV_OUT(h, kh, sh, dh, ph, qh), CONV_OUT(w, kw, sw, dw, pw, qw), 1}
+
+/* The same of one image with B the im2col operand (form 6): y [n][oh ow]. */
+#define CONV_B(name, h, w, c, n, kh, kw, sh, sw, dh, dw, ph, pw, qh, qw, dt, epi, timed)                             \
+    {{name, 1, n, CONV_OUT(h, kh, sh, dh, ph, qh) * CONV_OUT(w, kw, sw, dw, pw, qw), (kh) * (kw) * (c), 0, 0, dt,    \
+      epi, timed},                                                                                                   \
+     1, h, w, c, kh, kw, sh, sw, ph, pw, dh, dw, CONV_OUT(h, kh, sh, dh, ph, qh), CONV_OUT(w, kw, sw, dw, pw, qw), 2}
 
 static const conv_shape convs[] = {
     /* ResNet-50's 3x3 convolutions at batch 1, one of each stage (the
@@ -160,6 +167,12 @@ static const conv_shape convs[] = {
     CONV("chk_conv_b2_12x10_5x5_p21", 2, 12, 10, 64, 72, 5, 5, 1, 1, 1, 1, 2, 1, 1, 2, KILN_F16, EPI_BIAS_GELU, false),
     /* 1x3 taps of 192 channels (three k-tiles a tap) */
     CONV("chk_conv_b2_7x20_1x3", 2, 7, 20, 192, 256, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, KILN_F16, EPI_NONE, false),
+    /* B the im2col operand: GoogLeNet's inception 3b 3x3 (128 -> 192 on
+     * 28 x 28, y read by a Concat); 35 ragged pixels by 40 filters, stride
+     * 2; 5x5 with asymmetric pads and a residual in bf16 */
+    CONV_B("conv_g3b_b", 28, 28, 128, 192, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, KILN_F16, EPI_NONE, true),
+    CONV_B("chk_conv_b_9x13_s2", 9, 13, 64, 40, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, KILN_F16, EPI_BIAS_GELU, false),
+    CONV_B("chk_conv_b_12x10_5x5_p21", 12, 10, 128, 72, 5, 5, 1, 1, 1, 1, 2, 1, 1, 2, KILN_BF16, EPI_BIAS_RES, false),
 };
 
 #define N_CONVS ((int)KILN_COUNT(convs))
@@ -232,7 +245,7 @@ static void problem_of(const shape *s, gemm_problem *g)
     if (s->epi == EPI_BIAS_GELU) g->ep.act = PASS_ACT_GELU;
     const conv_shape *v = conv_of(s);
     if (v) { /* gemm_analyse's form 5: m, n, k, la, lb, lda and ldb are already its */
-        g->im2col = true;
+        g->im2col = v->operand;
         g->cv.imgs = v->imgs;
         g->cv.c = v->c;
         g->cv.h = v->h;
@@ -247,17 +260,19 @@ static void problem_of(const shape *s, gemm_problem *g)
         g->cv.pw = v->pw;
         g->cv.dh = v->dh;
         g->cv.dw = v->dw;
-        g->b_kmajor = true;
+        g->b_kmajor = v->operand == 1;
     }
     g->tc = gemm_tc_ok(g);
 }
 
-/* The elements A is stored in: a convolution's x (its im2col matrix is
- * never stored), else batch x m x k. */
-static int64_t a_elems(const shape *s)
+/* The elements A (operand 1) or B (2) is stored in: a convolution's x
+ * where it is the im2col operand (the matrix is never stored), else
+ * batch x m x k or batch x k x n. */
+static int64_t operand_elems(const shape *s, int operand)
 {
     const conv_shape *v = conv_of(s);
-    return v ? v->imgs * v->h * v->w * v->c : s->batch * s->m * s->k;
+    if (v && v->operand == operand) return v->imgs * v->h * v->w * v->c;
+    return s->batch * s->k * (operand == 1 ? s->m : s->n);
 }
 
 /* Offsets in the device buffer: A, B, C, bias, residual, each 256-byte aligned. */
@@ -272,8 +287,8 @@ static layout layout_of(const shape *s)
     size_t e = dt_bytes(s->dt);
     layout l;
     l.a = 0;
-    l.b = align256(l.a + (size_t)a_elems(s) * e + 16);
-    l.c = align256(l.b + (size_t)(s->batch * s->k * s->n) * e + 16);
+    l.b = align256(l.a + (size_t)operand_elems(s, 1) * e + 16);
+    l.c = align256(l.b + (size_t)operand_elems(s, 2) * e + 16);
     l.bias = align256(l.c + (size_t)(s->batch * s->m * s->n) * e);
     l.res = align256(l.bias + (size_t)s->n * e);
     l.total = align256(l.res + (size_t)(s->batch * s->m * s->n) * e) + 256;
@@ -409,13 +424,12 @@ static void *compile_worker(void *arg)
 
 static double act_gelu(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
 
-/* Where A[b][i][k] is in the host copy of A; -1 where a convolution's tap
- * falls in the padding (a zero). A convolution's row i is output pixel
- * (img, oh, ow), its column k tap (fh, fw) of channel ch: x at pixel
- * (oh sh - ph + fh dh, ow sw - pw + fw dw) of image img. */
-static int64_t a_index(const shape *s, const conv_shape *v, int64_t b, int64_t i, int64_t k)
+/* Where element (pixel i, k) of convolution v's im2col matrix is in x; -1
+ * where the tap falls in the padding (a zero). Pixel i is output pixel
+ * (img, oh, ow), k tap (fh, fw) of channel ch: x at pixel (oh sh - ph +
+ * fh dh, ow sw - pw + fw dw) of image img. */
+static int64_t im2col_index(const conv_shape *v, int64_t i, int64_t k)
 {
-    if (!v) return b * s->m * s->k + (s->la ? k * s->m + i : i * s->k + k);
     int64_t img = i / (v->oh * v->ow), oh = i / v->ow % v->oh, ow = i % v->ow;
     int64_t tap = k / v->c, ch = k % v->c, fh = tap / v->kw, fw = tap % v->kw;
     int64_t ih = oh * v->sh - v->ph + fh * v->dh, iw = ow * v->sw - v->pw + fw * v->dw;
@@ -430,9 +444,11 @@ static double reference(const shape *s, const void *ha, const void *hb, const vo
     const conv_shape *v = conv_of(s);
     double acc = 0;
     for (int64_t k = 0; k < s->k; k++) {
-        int64_t ia = a_index(s, v, b, i, k);
-        if (ia < 0) continue;
-        int64_t ib = b * s->k * s->n + (s->lb ? k * s->n + j : j * s->k + k);
+        int64_t ia = v && v->operand == 1 ? im2col_index(v, i, k)
+                                          : b * s->m * s->k + (s->la ? k * s->m + i : i * s->k + k);
+        int64_t ib = v && v->operand == 2 ? im2col_index(v, j, k)
+                                          : b * s->k * s->n + (s->lb ? k * s->n + j : j * s->k + k);
+        if (ia < 0 || ib < 0) continue;
         acc += (double)load_elem(ha, ia, s->dt) * (double)load_elem(hb, ib, s->dt);
     }
     if (s->epi == EPI_BIAS_GELU) acc = act_gelu(acc + load_elem(hbias, j, s->dt));
@@ -595,7 +611,7 @@ static void run_shape(device *dv, job *j, bool heuristic_only, FILE *csv, base_d
     }
     layout l = layout_of(s);
     size_t e = dt_bytes(s->dt);
-    int64_t na = a_elems(s), nb = s->batch * s->k * s->n, nc = s->batch * s->m * s->n;
+    int64_t na = operand_elems(s, 1), nb = operand_elems(s, 2), nc = s->batch * s->m * s->n;
     void *host = calloc(1, l.total);
     void *hc = malloc((size_t)nc * e + 1);
     CUdeviceptr buf = 0, gctx = 0;
@@ -640,8 +656,9 @@ static void run_shape(device *dv, job *j, bool heuristic_only, FILE *csv, base_d
     const conv_shape *v = conv_of(s);
     char a_what[160];
     if (v)
-        snprintf(a_what, sizeof(a_what), "A im2col of x %lldx%lldx%lldx%lld, filter %lldx%lld, stride %lldx%lld, "
-                 "dilation %lldx%lld, leading pads %lldx%lld", (long long)v->imgs, (long long)v->h, (long long)v->w,
+        snprintf(a_what, sizeof(a_what), "%s im2col of x %lldx%lldx%lldx%lld, filter %lldx%lld, stride %lldx%lld, "
+                 "dilation %lldx%lld, leading pads %lldx%lld", v->operand == 1 ? "A" : "B", (long long)v->imgs,
+                 (long long)v->h, (long long)v->w,
                  (long long)v->c, (long long)v->kh, (long long)v->kw, (long long)v->sh, (long long)v->sw,
                  (long long)v->dh, (long long)v->dw, (long long)v->ph, (long long)v->pw);
     else snprintf(a_what, sizeof(a_what), "%s", s->la ? "A m-major" : "A k-major");

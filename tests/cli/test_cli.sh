@@ -971,6 +971,34 @@ PY
     "$kiln" inspect "$tmp/dil.onnx" --schedule kernels --precision fp16 >"$tmp/dil.txt" 2>&1
     expect cuda_conv_im2col_offsets 0 "3 products (1 im2col), 2 kg_conv_tc" -- python3 -c "$count_products" \
         "$tmp/dil.txt"
+    # a 3x3 convolution of NHWC x writing the model's NCHW output: of one
+    # image, y = w im2col(x)^T with B the im2col operand (form 6), its
+    # residual read NCHW; of two images it stays kg_conv_tc
+    for imgs in 1 2; do
+        python3 - "$tmp/nchw$imgs.onnx" "$imgs" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+n = int(sys.argv[2])
+I = lambda a, name: numpy_helper.from_array(a.astype(np.float32), name)
+inits = [I(rng.uniform(-1, 1, (64, 64, 1, 1)), "w0"), I(rng.uniform(-1, 1, (40, 64, 3, 3)), "w1"),
+         I(rng.standard_normal(40), "b1")]
+nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"]), helper.make_node("Relu", ["c0"], ["b0"]),
+         helper.make_node("Conv", ["b0", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], strides=[2, 2]),
+         helper.make_node("Add", ["c1", "res"], ["y"])]
+g = helper.make_graph(nodes, "nchw", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, 64, 9, 13]),
+                                      helper.make_tensor_value_info("res", TensorProto.FLOAT, [n, 40, 5, 7])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+        "$kiln" inspect "$tmp/nchw$imgs.onnx" --schedule kernels --precision fp16 >"$tmp/nchw$imgs.txt" 2>&1
+    done
+    count_b='import sys; t = open(sys.argv[1]).read()
+print("%d im2col B, %d kg_conv_tc" % (t.count("(TMA, im2col B)"), t.count("[kg_conv_tc")))'
+    expect cuda_conv_im2col_nchw_y 0 "1 im2col B, 1 kg_conv_tc" -- python3 -c "$count_b" "$tmp/nchw1.txt"
+    expect cuda_conv_im2col_nchw_y_2 0 "0 im2col B, 2 kg_conv_tc" -- python3 -c "$count_b" "$tmp/nchw2.txt"
     # the forms from NCHW x (one image, pixels in 8s): x^T w^T into NHWC, and
     # w x into NCHW; beside them w x^T (NHWC x, NCHW y with its residual)
     python3 - "$tmp/pwn.onnx" <<'PY'

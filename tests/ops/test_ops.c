@@ -1014,25 +1014,31 @@ static void b_conv_pool_nhwc(tc *c)
     tc_out(c, "y");
 }
 
-/* Convolutions the cuda target runs on sm_90 as products whose A the
- * tensor memory accelerator copies in im2col mode (cg_conv_product form
- * 5): x NHWC (b0, a 1x1 convolution's output) of 64 or 128 channels, y
- * NHWC (r1, read only by the 1x1 convolution after it), H and W drawn
- * apart so that the map's W and H corners and steps are told apart:
+/* Convolutions the cuda target runs on sm_90 as products of which the
+ * tensor memory accelerator copies one operand in im2col mode
+ * (cg_conv_product forms 5 and 6): x NHWC (b0, a 1x1 convolution's
+ * output) of 64 or 128 channels, H and W drawn apart so that the map's W
+ * and H corners and steps are told apart. Variants 0 to 4 have y NHWC
+ * (r1, read only by the 1x1 convolution after it; A the im2col operand):
  *   0: 3x3, pads 1, + b0 as the 1x1 convolution's residual;
  *   1: two images, 3x3 stride 2, pads 1;
  *   2: 3x3 dilation 2, pads 2, + the residual;
  *   3: 1x3, stride 1 x 2, pads 0 x 1, output channels not a multiple of 64;
  *   4: two images, 5x5, leading pads 2 (H) and 1 (W), trailing 1 and 2.
+ * Variants 5 and 6 write y NCHW, the model's output, of one image (B the
+ * im2col operand, y = w im2col(x)^T):
+ *   5: 3x3, pads 1, + bias, Relu;
+ *   6: 3x3 stride 2, pads 1, + bias + an input as the residual, Relu.
  * Whether such convolutions take that path is checked on a model of the
  * same layout by tests/cli/test_cli.sh (cuda_conv_products). */
 static void b_conv_im2col(tc *c)
 {
     const int v = c->variant;
     int64_t n = v == 1 || v == 4 ? 2 : 1, ch = 64 * rint_(c, 1, 2), h = rint_(c, 3, 13), w = rint_(c, 3, 13);
-    int64_t c1 = v == 3 ? 8 * rint_(c, 1, 9) : 64 * rint_(c, 1, 2);
-    static const int64_t kh[5] = {3, 3, 3, 1, 5}, kw[5] = {3, 3, 3, 3, 5};
-    static const int64_t pads[5][4] = {{1, 1, 1, 1}, {1, 1, 1, 1}, {2, 2, 2, 2}, {0, 1, 0, 1}, {2, 1, 1, 2}};
+    int64_t c1 = v == 3 || v >= 5 ? 8 * rint_(c, 1, 9) : 64 * rint_(c, 1, 2);
+    static const int64_t kh[7] = {3, 3, 3, 1, 5, 3, 3}, kw[7] = {3, 3, 3, 3, 5, 3, 3};
+    static const int64_t pads[7][4] = {{1, 1, 1, 1}, {1, 1, 1, 1}, {2, 2, 2, 2}, {0, 1, 0, 1},
+                                       {2, 1, 1, 2}, {1, 1, 1, 1}, {1, 1, 1, 1}};
     tc_input(c, "x", KILN_F32, 4, (int64_t[]){n, ch, h, w}, G_NORMAL);
     tc_note(c, "n=%lld c=%lld %lldx%lld k=%lld", (long long)n, (long long)ch, (long long)h, (long long)w,
             (long long)c1);
@@ -1042,9 +1048,19 @@ static void b_conv_im2col(tc *c)
     tc_const(c, "b1", KILN_F32, 1, &c1, G_NORMAL);
     Onnx__NodeProto *k = tc_node(c, "Conv", "b0,w1,b1", "c1");
     ais(c, k, "pads", 4, pads[v]);
-    if (v == 1) ais(c, k, "strides", 2, (int64_t[]){2, 2});
+    if (v == 1 || v == 6) ais(c, k, "strides", 2, (int64_t[]){2, 2});
     if (v == 2) ais(c, k, "dilations", 2, (int64_t[]){2, 2});
     if (v == 3) ais(c, k, "strides", 2, (int64_t[]){1, 2});
+    if (v >= 5) {
+        if (v == 6) {
+            int64_t oh = (h + 2 - 3) / 2 + 1, ow = (w + 2 - 3) / 2 + 1;
+            tc_input(c, "res", KILN_F32, 4, (int64_t[]){1, c1, oh, ow}, G_NORMAL);
+            tc_node(c, "Add", "c1,res", "s1");
+        }
+        tc_node(c, "Relu", v == 6 ? "s1" : "c1", "y");
+        tc_out(c, "y");
+        return;
+    }
     tc_node(c, "Relu", "c1", "r1");
     bool res = v == 0 || v == 2;
     conv_sq(c, "r1", "w2", "b2", res ? ch : 8, c1, 1, res ? "c2" : "y");
@@ -3306,7 +3322,7 @@ static const op_case case_table[] = {
     CASE("Conv/pointwise_product", b_conv_product),
     {"Conv/pointwise_large", b_conv_product_large, "", 0, G_NORMAL, 0, EXPECT_C, 2},
     CASE("Conv/residual_nhwc", b_conv_residual_nhwc),
-    {"Conv/im2col_product", b_conv_im2col, "", 0, G_NORMAL, 0, EXPECT_C, 5},
+    {"Conv/im2col_product", b_conv_im2col, "", 0, G_NORMAL, 0, EXPECT_C, 7},
     CASE("Conv/pool_nhwc", b_conv_pool_nhwc),
     FB("Conv/weights_fed", b_conv_w_input, 2),
     CASE("Conv+Add+Relu", b_conv_add_relu),

@@ -265,10 +265,11 @@ kiln_status cg_emit_conv(cg_emitter *e, const sched_group *grp, cg_op *op);
  * 1, y NHWC too, y [n h w, k] = x [n h w, c] w [k, c]^T; 2, y NCHW of one
  * image, y [k, h w] = w [k, c] x [h w, c]^T (ResNet-50's last convolution,
  * whose y GlobalAveragePool reads). With x NCHW [c, h w]: 3, y NHWC, y =
- * x^T w^T; 4, y NCHW, y = w x. And 5: any other convolution of one
- * group on sm_90, x and y NHWC, channels a multiple of 64, y [n oh ow, k]
- * = im2col(x) [n oh ow, kh kw c] w [k, kh kw c]^T with A copied by the
- * tensor memory accelerator's im2col mode (kg_gemm.cuh kg_gemm_conv).
+ * x^T w^T; 4, y NCHW, y = w x. And any other convolution of one group on
+ * sm_90, x NHWC, channels a multiple of 64, with its im2col matrix copied
+ * by the tensor memory accelerator's im2col mode (kg_gemm.cuh
+ * kg_gemm_conv): 5, y NHWC [n oh ow, k] = im2col(x) [n oh ow, kh kw c]
+ * w [k, kh kw c]^T; 6, y NCHW of one image [k, oh ow] = w im2col(x)^T.
  * A residual only stored as y is (the epilogue reads it as it writes y).
  * 0: none of these.
  * KILN_CONV_PRODUCT=0: never. */

@@ -786,19 +786,19 @@ static void tune_key(const cg_emitter *e, const sched_group *grp, const conv_geo
              (unsigned)ep.act < PASS_ACT_COUNT ? acts[ep.act] : "", block);
 }
 
-/* Whether n (its geometry g) runs as a product whose A is the im2col
- * matrix of x, copied by the tensor memory accelerator's im2col mode
- * (kg_gemm_conv): on sm_90, x and y NHWC 16-bit, one group, C a multiple
+/* Whether n (its geometry g) runs as a product of which one operand is the
+ * im2col matrix of x, copied by the tensor memory accelerator's im2col
+ * mode (kg_gemm_conv): on sm_90, x NHWC 16-bit, one group, C a multiple
  * of 64 (a k-tile is 64 channels of one tap), and a pixel box (the first
  * tap's corners) and strides the tensor map takes (rt_gtmap: corners
  * within -128..127, steps 1..8), with the filter's offsets (its last
  * tap's (kw - 1) dw, (kh - 1) dh) within the 0..255 that a 4-D im2col
  * copy takes. KILN_CONV_IM2COL=0: never. */
-static bool im2col_ok(const cg_emitter *e, const ir_node *n, const conv_geom *g, const ir_value *y)
+static bool im2col_ok(const cg_emitter *e, const ir_node *n, const conv_geom *g)
 {
     const ir_value *x = n->in[0];
     if (e->gpu.sm_major != 9 || cg_env_is("KILN_CONV_IM2COL", "0") || x->t.rank != 4 || g->groups != 1 ||
-        g->c % 64 || !cg_is_nhwc(e, x) || !cg_is_nhwc(e, y) || !e->ohwi || !e->ohwi[n->in[1]->id] ||
+        g->c % 64 || !cg_is_nhwc(e, x) || !e->ohwi || !e->ohwi[n->in[1]->id] ||
         (g->kw - 1) * g->dw > 255 || (g->kh - 1) * g->dh > 255)
         return false;
     /* x's map as gemm_tmaps will make it, checked as the runtime will */
@@ -822,7 +822,7 @@ static int product_form(const cg_emitter *e, const sched_group *grp)
     conv_geom g;
     conv_geometry(n, &g);
     const ir_value *x = n->in[0], *w = n->in[1], *y = grp->nodes[grp->n_nodes - 1]->out[0];
-    const bool pointwise = cg_conv_pointwise_macs(n) > 0, im2col = !pointwise && im2col_ok(e, n, &g, y);
+    const bool pointwise = cg_conv_pointwise_macs(n) > 0, im2col = !pointwise && im2col_ok(e, n, &g);
     if ((!pointwise && !im2col) || kind_of(e, n, &g) != CONV_TC || cg_store(e, x) != cg_store(e, w)) return 0;
     /* x NCHW: one image whose pixels, its contiguous dim, come in 16-byte rows */
     if (!cg_is_nhwc(e, x) && (g.n != 1 || (g.h * g.w) % 8)) return 0;
@@ -837,7 +837,7 @@ static int product_form(const cg_emitter *e, const sched_group *grp)
      * image: [k, h w], the product of the weights and x transposed. The
      * epilogue reads a residual as it writes y: in y's layout. */
     if (ep.residual && cg_is_nhwc(e, ep.residual) != cg_is_nhwc(e, y)) return 0;
-    if (im2col) return 5;
+    if (im2col) return cg_is_nhwc(e, y) ? 5 : g.n == 1 ? 6 : 0;
     if (cg_is_nhwc(e, y)) return cg_is_nhwc(e, x) ? 1 : 3;
     return g.n != 1 ? 0 : cg_is_nhwc(e, x) ? 2 : 4;
 }

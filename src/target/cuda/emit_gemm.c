@@ -89,10 +89,10 @@ typedef struct gemm_problem {
     bool tma;
     int space_a, space_b;
     uint64_t off_a, off_b;
-    /* cg_conv_product's form 5: A the im2col matrix of the convolution's
-     * NHWC x (kg_gemm_conv; im2col's geometry: x [imgs, h, w, c], y's oh
-     * x ow, the filter kh x kw, strides, leading pads, dilations) */
-    bool im2col;
+    /* cg_conv_product's forms 5 and 6: the operand (1 A, 2 B; 0 none) that
+     * is the im2col matrix of the convolution's NHWC x (kg_gemm_conv), and
+     * its geometry */
+    int im2col;
     cg_im2col cv;
 } gemm_problem;
 
@@ -124,21 +124,30 @@ static kiln_status gemm_analyse(cg_emitter *e, const sched_group *grp, gemm_prob
     g->alpha = g->ep.scale;
     g->beta = 1.0f;
     g->n_batch = 1;
-    if (conv == 5) {
-        /* im2col(x) [n oh ow, kh kw c] w [k, kh kw c]^T (cg_conv_product):
-         * x and y NHWC, the weights OHWI (K-major); A's "rows" are the
-         * im2col map's pixels, lda nominal */
-        g->im2col = true;
+    if (conv == 5 || conv == 6) {
+        /* x NHWC, the weights OHWI (K-major) (cg_conv_product): y NHWC =
+         * im2col(x) [n oh ow, kh kw c] w [k, kh kw c]^T (5), y NCHW of one
+         * image = w im2col(x)^T (6); the im2col operand's "rows" are the
+         * map's pixels, its ld nominal */
+        g->im2col = conv == 5 ? 1 : 2;
         cg_conv_im2col(n, &g->cv);
         g->m = g->cv.imgs * g->cv.oh * g->cv.ow;
         g->n = b->dims[0];
         g->k = g->cv.c * g->cv.kh * g->cv.kw;
         g->la = g->lb = 0;
         g->lda = g->ldb = g->k;
-        g->b_kmajor = true;
-        if (g->ep.bias) {
+        g->b_kmajor = conv == 5;
+        if (conv == 6) {
+            int64_t pixels = g->m;
+            g->a = n->in[1];
+            g->b = n->in[0];
+            g->m = g->n;
+            g->n = pixels;
+        }
+        if (g->ep.bias) { /* one per output channel: along y's rows or its columns */
             g->sbias = cg_store(e, g->ep.bias);
-            g->bias_cs = 1;
+            g->bias_cs = conv == 5;
+            g->bias_rs = conv == 6;
         }
     } else if (conv) {
         /* a 1x1 convolution (cg_conv_product): x stored NHWC [n h w, c]
@@ -828,10 +837,12 @@ static void gemm_tmaps(const gemm_problem *g, const gemm_cfg *c, rt_gtmap *ma, r
     ma->dim1 = (uint64_t)(g->la ? g->k : g->m);
     /* a block in a cluster copies its part */
     ma->box1 = g->la ? 64u : (unsigned)(c->cn ? c->bm / c->cn : c->bm);
-    if (g->im2col) cg_im2col_map(&g->cv, ma); /* box1 pixels of 64 channels a copy */
     mb->dim0 = (uint64_t)(g->lb ? g->n : g->k);
     mb->dim1 = (uint64_t)(g->lb ? g->k : g->n);
     mb->box1 = g->lb ? 64u : (unsigned)c->bn;
+    /* the im2col operand's: box1 pixels (A's rows of the tile or the
+     * cluster block's part, B's columns) of 64 channels a copy */
+    if (g->im2col) cg_im2col_map(&g->cv, g->im2col == 1 ? ma : mb);
 }
 
 void cg_im2col_map(const cg_im2col *v, rt_gtmap *m)
@@ -889,7 +900,7 @@ static void emit_call(base_str *s, const gemm_problem *g, const gemm_cfg *c, con
                     cg_float_lit(g->ep.alpha, f3, sizeof(f3)), cg_float_lit(g->ep.beta, f4, sizeof(f4)));
     base_str_printf(s, "    g.splits = %d; g.split = split; g.slot = slot; g.csum = %d;\n    g.grid_dep = %s;\n",
                     c->splits, c->cs ? 1 : 0, pdep ? pdep : "0");
-    base_str_printf(s, "    g.conv = %d;\n", g->im2col ? 1 : 0);
+    base_str_printf(s, "    g.conv = %d;\n", g->im2col);
     if (g->im2col)
         base_str_printf(s,
                         "    g.cv.c = %lld; g.cv.h = %lld; g.cv.w = %lld; g.cv.oh = %lld; g.cv.ow = %lld; g.cv.kw = %lld;\n"
@@ -945,7 +956,7 @@ static void emit_summary(base_str *s, const gemm_problem *g, const gemm_cfg *c)
     dims_str(&g->y->t, sy, sizeof(sy));
     bool gemm = g->node->op == KILN_OP_GEMM;
     const char *what = gemm ? "Gemm" : "MatMul";
-    if (g->im2col) what = "Conv as im2col(x) w^T";
+    if (g->im2col) what = g->im2col == 1 ? "Conv as im2col(x) w^T" : "Conv as w im2col(x)^T";
     else if (g->node->op == KILN_OP_CONV) /* cg_conv_product's forms */
         what = g->a == g->node->in[0] ? (g->la ? "Conv 1x1 as x^T w^T" : "Conv 1x1 as x w^T")
                                       : (g->lb ? "Conv 1x1 as w x" : "Conv 1x1 as w x^T");
@@ -1034,7 +1045,8 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
         snprintf(op->config, sizeof(op->config), "kg_gemm_gemv %d warps x %d columns", c->wm, c->wn);
     else if (c->kind == GEMM_WGT) {
         int len = snprintf(op->config, sizeof(op->config), "kg_gemm_wgt%s %dx%dx64 (TMA%s), %d stages, %d splits",
-                           c->cn ? "_ws" : "", c->bm, c->bn, g->im2col ? ", im2col A" : "", c->stages, c->splits);
+                           c->cn ? "_ws" : "", c->bm, c->bn, !g->im2col ? "" : g->im2col == 1 ? ", im2col A" : ", im2col B",
+                           c->stages, c->splits);
         if (len > 0 && (size_t)len < sizeof(op->config))
             ws_note_of(c, op->config + len, sizeof(op->config) - (size_t)len);
     }
@@ -1045,7 +1057,7 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
                  c->bm, c->bn, c->bk, c->wm, c->wn, c->ks, c->stages, c->splits);
     if (g->im2col && c->kind != GEMM_WGT) {
         size_t len = strlen(op->config);
-        snprintf(op->config + len, sizeof(op->config) - len, ", im2col A by cp.async");
+        snprintf(op->config + len, sizeof(op->config) - len, ", im2col %s by cp.async", g->im2col == 1 ? "A" : "B");
     }
     op->cluster = cfg_cluster(c);
     op->narrow = cfg_narrow(c);

@@ -79,14 +79,18 @@
 #define KG_GEMM_MI_MAX 4
 #define KG_GEMM_NI_MAX 8
 
-/* A convolution as a GEMM (Bolt's implicit GEMM, A never stored): x NHWC
- * [N][H][W][C] at g->a, y NHWC [N][OH][OW][K] as C (m = N OH OW pixels,
- * n = K), the weights OHWI [K][KH][KW][C] as a K-major B (k = KH KW C,
- * ordered (kh, kw, c)). Row m of A, column k, is x at pixel (img, oh sh -
- * ph + kh dh, ow sw - pw + kw dw), channel c: zero outside the image (the
+/* A convolution as a GEMM (Bolt's implicit GEMM, the im2col matrix never
+ * stored), x NHWC [N][H][W][C] and the weights OHWI [K][KH][KW][C] (k = KH
+ * KW C, ordered (kh, kw, c)), both K-major:
+ *   g->conv 1: y NHWC [N][OH][OW][K] = im2col(x) w^T, A the im2col matrix
+ *     at g->a (m = N OH OW pixels, n = K);
+ *   g->conv 2: y NCHW of one image [K][OH OW] = w im2col(x)^T, B the im2col
+ *     matrix at g->b (m = K, n = OH OW pixels).
+ * The im2col matrix's row p (a pixel), column k, is x at pixel (img, oh sh
+ * - ph + kh dh, ow sw - pw + kw dw), channel c: zero outside the image (the
  * padding). C is a multiple of 8 (a 16-byte chunk never straddles two
  * taps); with the tensor memory accelerator (kg_gemm_wgt) a multiple of 64,
- * and A's tensor map is an im2col one (runtime/gprog.h rt_gtmap). */
+ * and the operand's tensor map is an im2col one (runtime/gprog.h rt_gtmap). */
 typedef struct kg_gemm_conv {
     int c, h, w;      /* x */
     int oh, ow;       /* y */
@@ -119,7 +123,7 @@ typedef struct kg_gemm_args {
     unsigned *sem;         /* splits > 1: its tiles' counters (kg_splitk_sem + its place) */
     const void *tma_a, *tma_b; /* kg_gemm_wgt: the operands' tensor maps (kg_tmaps entries) */
     int grid_dep;          /* kg_gemm_wgt: griddepcontrol.wait inside, after B's first copies (kg_gemm_tma_first) */
-    int conv;              /* 1: A is the implicit im2col matrix of a convolution (kg_gemm_conv) */
+    int conv;              /* 1: A, 2: B is the implicit im2col matrix of a convolution (kg_gemm_conv) */
     kg_gemm_conv cv;
 } kg_gemm_args;
 
@@ -347,25 +351,27 @@ static __device__ __forceinline__ void kg_gemm_tc_load(unsigned dst, const void 
     }
 }
 
-/* The copies of a convolution's k-tile of A (g->conv: bm pixels x bk of
- * k, K-major) into the stage at dst, as kg_gemm_tc_load copies a K-major
- * A: each 16-byte chunk is 8 channels of one pixel at one tap, zero where
- * the tap falls in the padding or beyond m or k. */
-static __device__ __forceinline__ void kg_gemm_conv_load(const kg_gemm_args *g, unsigned dst, int m0, int k0,
-                                                         const int rows, const int w, const int n_threads)
+/* The copies of a convolution's k-tile of its im2col operand (kg_gemm_conv:
+ * `rows` pixels from pixel p0 on, of `pixels`, by w of k, K-major) into
+ * the stage at dst, as kg_gemm_tc_load copies a K-major operand: each
+ * 16-byte chunk is 8 channels of one pixel at one tap, zero where the tap
+ * falls in the padding or beyond the pixels or k. */
+static __device__ __forceinline__ void kg_gemm_conv_load(const kg_gemm_args *g, const void *x_, unsigned dst, int p0,
+                                                         int pixels, int k0, const int rows, const int w,
+                                                         const int n_threads)
 {
     const kg_gemm_conv *v = &g->cv;
     const int cpr = w / 8, n_chunks = rows * cpr, ohw = v->oh * v->ow;
-    const unsigned short *x = (const unsigned short *)g->a;
+    const unsigned short *x = (const unsigned short *)x_;
 #pragma unroll
     for (int i = 0; i < (n_chunks + n_threads - 1) / n_threads; i++) {
         const int ch = (int)threadIdx.x + i * n_threads;
         if (ch < n_chunks) {
-            const int r = ch / cpr, e = ch % cpr * 8, m = m0 + r, k = k0 + e;
+            const int r = ch / cpr, e = ch % cpr * 8, m = p0 + r, k = k0 + e;
             const int tap = k / v->c, c = k - tap * v->c, fh = tap / v->kw, fw = tap - fh * v->kw;
             const int img = m / ohw, p = m - img * ohw, oh = p / v->ow, ow = p - oh * v->ow;
             const int ih = oh * v->sh - v->ph + fh * v->dh, iw = ow * v->sw - v->pw + fw * v->dw;
-            const bool ok = m < g->m && k < g->k && ih >= 0 && ih < v->h && iw >= 0 && iw < v->w;
+            const bool ok = m < pixels && k < g->k && ih >= 0 && ih < v->h && iw >= 0 && iw < v->w;
             const kg_i64 at = (((kg_i64)img * v->h + ih) * v->w + iw) * v->c + c;
             kg_cp_async16(dst + kg_gemm_tile_off(r, e, rows, w, 0), ok ? x + at : x, ok);
         }
@@ -381,12 +387,13 @@ static __device__ __forceinline__ void kg_gemm_load_ab(const kg_gemm_args *g, un
 {
     const unsigned short *a = (const unsigned short *)g->a, *b = (const unsigned short *)g->b;
     int k0 = kt * bk;
-    if (g->conv) kg_gemm_conv_load(g, sa, m0, k0, bm, bk, n_threads);
+    if (g->conv == 1) kg_gemm_conv_load(g, a, sa, m0, g->m, k0, bm, bk, n_threads);
     else if (g->la == KG_GEMM_KMAJOR)
         kg_gemm_tc_load(sa, a + (kg_i64)m0 * g->lda + k0, g->lda, g->m - m0, g->k - k0, bm, bk, n_threads, 0);
     else
         kg_gemm_tc_load(sa, a + (kg_i64)k0 * g->lda + m0, g->lda, g->k - k0, g->m - m0, bk, bm, n_threads, atoms);
-    if (g->lb == KG_GEMM_KMAJOR)
+    if (g->conv == 2) kg_gemm_conv_load(g, b, sb, n0, g->n, k0, bn, bk, n_threads);
+    else if (g->lb == KG_GEMM_KMAJOR)
         kg_gemm_tc_load(sb, b + (kg_i64)n0 * g->ldb + k0, g->ldb, g->n - n0, g->k - k0, bn, bk, n_threads, 0);
     else
         kg_gemm_tc_load(sb, b + (kg_i64)k0 * g->ldb + n0, g->ldb, g->k - k0, g->n - n0, bk, bn, n_threads, atoms);
@@ -968,6 +975,21 @@ static __device__ __forceinline__ void kg_tma_load_im2col(unsigned dst, const vo
                      : "memory");
 }
 
+/* The copy of a convolution's k-tile (64 channels of one tap: C is a
+ * multiple of 64) of its im2col operand (g->conv) by map, for the pixels
+ * from p0 on, into dst, counted on bar (mask: kg_tma_load_im2col's). The
+ * box starts at the input pixel of p0's first tap; the filter offsets
+ * move it to the k-tile's tap. */
+static __device__ __forceinline__ void kg_gemm_tma_im2col(const kg_gemm_args *g, const void *map, unsigned dst,
+                                                          unsigned bar, int p0, int k0, unsigned short mask)
+{
+    const kg_gemm_conv *v = &g->cv;
+    const int tap = k0 / v->c, fh = tap / v->kw, ohw = v->oh * v->ow;
+    const int img = p0 / ohw, p = p0 - img * ohw, oh = p / v->ow, ow = p - oh * v->ow;
+    kg_tma_load_im2col(dst, map, k0 - tap * v->c, ow * v->sw - v->pw, oh * v->sh - v->ph, img,
+                       (unsigned short)((tap - fh * v->kw) * v->dw), (unsigned short)(fh * v->dh), bar, mask);
+}
+
 /* ---- clusters of two blocks (kg_gemm_wgt_ws) ---- */
 
 static __device__ __forceinline__ unsigned kg_cluster_rank(void)
@@ -1022,16 +1044,10 @@ static __device__ __forceinline__ void kg_gemm_tma_a(const kg_gemm_args *g, unsi
     const int k0 = kt * 64;
     /* this block's part, rows rank * bm / cn on (all of it when cn is 1),
      * in a cluster multicast into both blocks */
-    if (g->conv) {
-        /* 64 channels of one tap (C a multiple of 64) for the part's
-         * pixels: the box starts at its first pixel's first tap */
-        const kg_gemm_conv *v = &g->cv;
-        const int tap = k0 / v->c, fh = tap / v->kw, p0 = m0 + (int)rank * (bm / cn), ohw = v->oh * v->ow;
-        const int img = p0 / ohw, p = p0 - img * ohw, oh = p / v->ow, ow = p - oh * v->ow;
-        kg_tma_load_im2col(sa + rank * (bm / cn) * 128, g->tma_a, k0 - tap * v->c, ow * v->sw - v->pw,
-                           oh * v->sh - v->ph, img, (unsigned short)((tap - fh * v->kw) * v->dw),
-                           (unsigned short)(fh * v->dh), bar, cn > 1 ? 3 : 0);
-    } else if (g->la == KG_GEMM_KMAJOR) {
+    if (g->conv == 1)
+        kg_gemm_tma_im2col(g, g->tma_a, sa + rank * (bm / cn) * 128, bar, m0 + (int)rank * (bm / cn), k0,
+                           cn > 1 ? 3 : 0);
+    else if (g->la == KG_GEMM_KMAJOR) {
         const unsigned dst = sa + rank * (bm / cn) * 128;
         if (cn > 1) kg_tma_load_mc(dst, g->tma_a, k0, m0 + (int)rank * (bm / cn), bar, 3);
         else kg_tma_load(dst, g->tma_a, k0, m0, bar);
@@ -1053,7 +1069,8 @@ static __device__ __forceinline__ void kg_gemm_tma_b(const kg_gemm_args *g, unsi
 {
     const int k0 = kt * 64;
     kg_mbar_expect(bar, (unsigned)((bm + bn) * 64 * 2));
-    if (g->lb == KG_GEMM_KMAJOR) kg_tma_load(sb, g->tma_b, k0, n0, bar);
+    if (g->conv == 2) kg_gemm_tma_im2col(g, g->tma_b, sb, bar, n0, k0, 0);
+    else if (g->lb == KG_GEMM_KMAJOR) kg_tma_load(sb, g->tma_b, k0, n0, bar);
     else
 #pragma unroll
         for (int i = 0; i < bn / 64; i++) kg_tma_load(sb + i * 8192, g->tma_b, n0 + 64 * i, k0, bar);
