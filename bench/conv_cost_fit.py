@@ -51,9 +51,15 @@ def threads(c):
     return 32 * (c[0] // c[3]) * (c[1] // c[4]) * c[5]
 
 
-def smem(c):
+def smem(c, k=0, tab=False):
+    """The shared memory of tile c, with its im2col table (tc_tab_bytes) when tab: K padded to whole stages."""
     bm, bn, bk, _, _, ks, st = c
-    return max(st * (bm + bn) * bk * 2, ks * bn * (bm + 4) * 4)
+    return max(st * (bm + bn) * bk * 2, ks * bn * (bm + 4) * 4) + (cdiv(k, bk) * bk * 8 if tab else 0)
+
+
+def has_tab(k, a_async, row_vec):
+    """emit_conv.c tc_operands_of: gathered A reads the im2col table where K padded to BK 256 is <= 1024."""
+    return not a_async and not row_vec and cdiv(k, 256) * 256 <= 1024
 
 
 def loader_chunks(rows, cpr, thr):
@@ -63,11 +69,11 @@ def loader_chunks(rows, cpr, thr):
     return rpt * cpt if rpt <= 4 and rpt * cpt <= 8 else 0
 
 
-def valid(c):
+def valid(c, k=0, tab=False):
     bm, bn, bk, wm, wn, ks, st = c
     t = threads(c)
     return (t <= 1024 and bk % (16 * ks) == 0 and wm // 16 <= 4 and wn // 8 <= 8 and loader_chunks(bm, bk // 8, t)
-            and loader_chunks(bn, bk // 8, t) and 2 <= st <= 5 and smem(c) <= SMEM_OPTIN)
+            and loader_chunks(bn, bk // 8, t) and 2 <= st <= 5 and smem(c, k, tab) <= SMEM_OPTIN)
 
 
 def max_da(c, a_async, b_async):
@@ -96,8 +102,9 @@ def cost(P, m, n, k, c, a_async, da, sk, row_vec=False):
     n_kt = cdiv(cdiv(k, bk), sk)
     tiles = cdiv(m, bm) * cdiv(n, bn) * sk
     bps = 2048 // thr
-    if (SMEM_OPTIN + 1024) // smem(c) < bps:
-        bps = (SMEM_OPTIN + 1024) // smem(c)
+    sm = smem(c, k, has_tab(k, a_async, row_vec))
+    if (SMEM_OPTIN + 1024) // sm < bps:
+        bps = (SMEM_OPTIN + 1024) // sm
     bps = max(1, min(bps, 65536 // (thr * regs)))
     per_sm = cdiv(tiles, N_SMS)
     res = min(per_sm, bps)
@@ -116,7 +123,7 @@ def cost(P, m, n, k, c, a_async, da, sk, row_vec=False):
 def ranked(P, m, n, k, a_async, b_async, row_vec=False):
     out = []
     for c in TC:
-        if not valid(c) or not (c[0] <= 16 or c[0] <= pow2_at_least(m)) or not (c[1] <= 16 or c[1] <= pow2_at_least(n)):
+        if not valid(c, k, has_tab(k, a_async, row_vec)) or not (c[0] <= 16 or c[0] <= pow2_at_least(m)) or not (c[1] <= 16 or c[1] <= pow2_at_least(n)):
             continue
         md = max_da(c, a_async, b_async)
         out += [(cost(P, m, n, k, c, a_async, da, 1, row_vec), c, da, 1) for da in range(1, md + 1)]
@@ -148,7 +155,8 @@ def load(path):
         a_async = "pointwise" in m.group(11) or "NHWC activations" in m.group(11)  # A by cp.async
         da = 1 if a_async else int(re.search(r"(\d+) stage", m.group(11)).group(1))
         convs[key][(tuple(g[3:10]), da, int(m.group(12)))] = float(us)
-        convs[key]["dims"] = (g[0], g[1], g[2], a_async, "8-element rows" in m.group(11))
+        b_async = g[2] % 8 == 0 or "weight rows padded" in m.group(11)  # B by cp.async (emit_conv.c kpad)
+        convs[key]["dims"] = (g[0], g[1], g[2], a_async, b_async, "8-element rows" in m.group(11))
     return convs
 
 
@@ -156,9 +164,9 @@ def evaluate(P, convs):
     """(sum of the picks' times, sum of the best times, convolutions whose first-ranked was not measured)"""
     total = best = unmeasured = 0.0
     for times in convs.values():
-        m, n, k, a_async, row_vec = times["dims"]
+        m, n, k, a_async, b_async, row_vec = times["dims"]
         measured = {c: us for c, us in times.items() if c != "dims"}
-        order = ranked(P, m, n, k, a_async, k % 8 == 0, row_vec)
+        order = ranked(P, m, n, k, a_async, b_async, row_vec)
         unmeasured += (order[0][1], order[0][2], order[0][3]) not in measured
         total += next(measured[(c, da, sk)] for _, c, da, sk in order if (c, da, sk) in measured)
         best += min(measured.values())

@@ -355,11 +355,12 @@ static uint16_t stored16(const uint8_t *src, int64_t k, kiln_dtype from, kiln_dt
 
 /* The weights blob with 16-bit constants where cg_store says so, the
  * weights plan_kmajor_weights picked transposed, and the convolution
- * weights cg_plan_conv_layouts picked reordered to [Cout][KH][KW][Cin/group]. */
+ * weights cg_plan_conv_layouts picked reordered to [Cout][KH][KW][Cin/group]
+ * or with their rows padded (kpad). */
 static kiln_status convert_weights(cg_emitter *e, target_output *out)
 {
     bool any = false;
-    for (int i = 0; i < e->g->n_values && !any; i++) any = e->kmajor[i] || e->ohwi[i];
+    for (int i = 0; i < e->g->n_values && !any; i++) any = e->kmajor[i] || e->ohwi[i] || e->kpad[i];
     if ((e->prec == KILN_GPREC_FP32 && !any) || !e->o->weights || e->p->weight_bytes == 0) return KILN_OK;
     uint8_t *w = base_malloc(e->p->weight_bytes);
     if (!w)
@@ -368,7 +369,8 @@ static kiln_status convert_weights(cg_emitter *e, target_output *out)
     memcpy(w, e->o->weights, e->p->weight_bytes);
     for (int i = 0; i < e->g->n_values; i++) {
         const ir_value *v = e->g->values[i];
-        if (e->p->place[i].loc != SCHED_LOC_WEIGHTS || (e->store[i] == v->t.dtype && !e->kmajor[i] && !e->ohwi[i]))
+        if (e->p->place[i].loc != SCHED_LOC_WEIGHTS ||
+            (e->store[i] == v->t.dtype && !e->kmajor[i] && !e->ohwi[i] && !e->kpad[i]))
             continue;
         const uint8_t *src = (const uint8_t *)e->o->weights + e->p->place[i].offset;
         uint16_t *dst = (uint16_t *)(w + e->p->place[i].offset);
@@ -386,6 +388,12 @@ static kiln_status convert_weights(cg_emitter *e, target_output *out)
                 for (int64_t c = 0; c < ci; c++)
                     for (int64_t t = 0; t < taps; t++)
                         dst[(o * taps + t) * ci + c] = stored16(src, (o * ci + c) * taps + t, v->t.dtype, e->store[i]);
+        } else if (e->kpad[i]) {
+            /* [Cout][K] becomes [Cout][kpad], zeros after K (the 16-bit rows
+             * fit in the 32-bit weight's bytes: cg_plan_conv_layouts) */
+            int64_t co = v->t.dims[0], k = n / co, ld = e->kpad[i];
+            for (int64_t o = 0; o < co; o++)
+                for (int64_t j = 0; j < ld; j++) dst[o * ld + j] = j < k ? stored16(src, o * k + j, v->t.dtype, e->store[i]) : 0;
         } else {
             for (int64_t k = 0; k < n; k++) dst[k] = stored16(src, k, v->t.dtype, e->store[i]);
         }
@@ -1769,6 +1777,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
     base_free(e.kmajor);
     base_free(e.nhwc);
     base_free(e.ohwi);
+    base_free(e.kpad);
     base_free(e.gemm_share);
     base_free(e.tmaps);
     base_free(pr.launches);

@@ -3,7 +3,10 @@
  * (Bolt 3.2: hardware-native templates instantiated per group, with the
  * epilogue fused). Activations are NCHW as the model has them (1-D
  * convolutions and pools run as H = 1), weights stay in their ONNX layout
- * [Cout][Cin/group][KH][KW] at their planned offset in the weights blob.
+ * [Cout][Cin/group][KH][KW] at their planned offset in the weights blob,
+ * kg_conv_tc's rows of K % 8 != 0 padded with zeros to wld, a multiple of 8,
+ * where the compiler could (emit_conv.c's kpad: 16-bit copies of 32-bit
+ * weights have the room), so that they too come by cp.async.
  *
  *   kg_conv_tc     implicit GEMM on tensor cores, for 16-bit weights
  *                  (--precision fp16 / bf16): mma.sync m16n8k16 with fp32
@@ -78,6 +81,7 @@ typedef struct kg_conv {
     int kh, kw;                 /* kernel */
     int sh, sw, ph, pw, dh, dw; /* strides, leading pads, dilations */
     int groups;
+    int wld;                    /* a weight row's length (K per output channel), rows padded to 8 by the compiler */
     int xl, yl, rl;             /* layouts of x, y, res: KG_CONV_NCHW or KG_CONV_NHWC (NHWC: kg_conv_tc only) */
     int xt, wt, yt, bt, rt;     /* storage dtypes (KG_CONV_*) of x, w, y, bias, res */
     int act;
@@ -351,11 +355,41 @@ static __device__ __forceinline__ kg_conv_ld kg_conv_ld_map(int rows, int cpr, i
     return l;
 }
 
+/* The im2col table of a gathered A (tab != 0: x NCHW, not kg_conv_row_vec):
+ * entry k of K (padded to whole stages) is {where tap k lies from a
+ * pixel's channel 0 at (ih0, iw0): (ci H + ki dh) W + kj dw, then ki dh |
+ * kj dw << 16}; past K, rows 0x7fff, outside every image (emit_conv.c
+ * checks H + PH < 0x7fff). Built by the block at the start of each rTask
+ * (after the previous rTask's closing barrier), so a gathered element costs
+ * a shared-memory read, two bounds checks and its load instead of two
+ * divisions and their products: the scalar gathers of a convolution of few
+ * channels (a network's stem, K = 3 KH KW) are what bounds its speed. */
+static __device__ __forceinline__ void kg_conv_tab_build(const kg_conv *p, int2 *tab, int entries, int threads)
+{
+    const int khw = p->kh * p->kw, kdim = p->c / p->groups * khw;
+    for (int k = threadIdx.x; k < entries; k += threads) {
+        int ci = k / khw, rr = k - ci * khw, ki = rr / p->kw, kj = rr - ki * p->kw;
+        tab[k] = k < kdim ? make_int2((ci * p->h + ki * p->dh) * p->w + kj * p->dw, ki * p->dh | (kj * p->dw) << 16)
+                          : make_int2(0, 0x7fff);
+    }
+    __syncthreads();
+}
+
+/* Element (pixel, k) of the im2col matrix by the table's entry q (x, y as
+ * kg_conv_tab_build packs them), as MMA type mt; 0 outside the image. */
+static __device__ __forceinline__ unsigned short kg_conv_tab_ld(const kg_conv *p, int2 q, int off, int ih0, int iw0,
+                                                                const int mt)
+{
+    int ih = ih0 + (q.y & 0xffff), iw = iw0 + (int)((unsigned)q.y >> 16);
+    bool ok = (unsigned)ih < (unsigned)p->h && (unsigned)iw < (unsigned)p->w;
+    return ok ? kg_conv_ld16(p->x, off + ih0 * p->w + iw0 + q.x, p->xt, mt) : (unsigned short)0;
+}
+
 /* Issues the loads of this thread's A chunks of stage kt (the im2col
- * gather) into v[chunk * 8 + e]. */
+ * gather) into v[chunk * 8 + e]; tab: the im2col table, or 0. */
 static __device__ __forceinline__ void kg_conv_tc_gather_a(const kg_conv *p, int kt, const int BK, const int mt,
                                                            const kg_conv_ld *l, const int *off, const int *ih0,
-                                                           const int *iw0, unsigned short *v)
+                                                           const int *iw0, const int2 *tab, unsigned short *v)
 {
     const int khw = p->kh * p->kw, cpr = BK / 8;
 #pragma unroll
@@ -365,6 +399,16 @@ static __device__ __forceinline__ void kg_conv_tc_gather_a(const kg_conv *p, int
             int kc = l->kc0 + j * l->tpr;
             int k0 = kt * BK + kc * 8;
             unsigned short *ve = v + (r * l->cpt + j) * 8;
+            if (tab) {
+#pragma unroll
+                for (int e = 0; e < 8; e += 2) {
+                    /* two entries a 16-byte read (k0 is a multiple of 8) */
+                    int4 q = kc < cpr ? *(const int4 *)(tab + k0 + e) : make_int4(0, 0x7fff, 0, 0x7fff);
+                    ve[e] = kg_conv_tab_ld(p, make_int2(q.x, q.y), off[r], ih0[r], iw0[r], mt);
+                    ve[e + 1] = kg_conv_tab_ld(p, make_int2(q.z, q.w), off[r], ih0[r], iw0[r], mt);
+                }
+                continue;
+            }
             if (kg_conv_row_vec(p)) {
                 int ci = k0 / khw, rr = k0 - ci * khw, ki = rr / p->kw, kj = rr - ki * p->kw, index;
                 if (kc < cpr && kg_conv_tap(p, off[r], ih0[r], iw0[r], ci, ki, kj, &index))
@@ -385,8 +429,8 @@ static __device__ __forceinline__ void kg_conv_tc_gather_a(const kg_conv *p, int
     }
 }
 
-/* The same for weight rows whose chunks are not 16-byte aligned (K % 8 != 0);
- * wrow[r]: where row r starts, -1 past the group's channels. */
+/* The same for weight rows whose chunks are not 16-byte aligned (wld % 8 !=
+ * 0); wrow[r]: where row r starts, -1 past the group's channels. */
 static __device__ __forceinline__ void kg_conv_tc_gather_b(const kg_conv *p, int kt, const int BK, const int mt,
                                                            const kg_conv_ld *l, const int *wrow, unsigned short *v)
 {
@@ -425,8 +469,9 @@ static __device__ __forceinline__ void kg_conv_tc_put(unsigned short *tile, cons
         }
 }
 
-/* Requests the weight chunks of stage kt into tile by cp.async (K % 8 == 0:
- * every chunk is in or out whole; out ones are zero-filled). */
+/* Requests the weight chunks of stage kt into tile by cp.async (rows of wld
+ * % 8 == 0 elements: a chunk is in its row whole, past K it holds the
+ * compiler's zero padding or is zero-filled). */
 static __device__ __forceinline__ void kg_conv_tc_async_b(const kg_conv *p, int kt, unsigned short *tile,
                                                           const int BK, const kg_conv_ld *l, const int *wrow)
 {
@@ -551,8 +596,8 @@ static __device__ __forceinline__ void kg_conv_tc_step(const unsigned short *ta,
 
 static __device__ __forceinline__ void kg_conv_tc(const kg_conv *p, int t, const int BM, const int BN,
                                                   const int BK, const int WM, const int WN, const int KS,
-                                                  const int ST, const int DA, const int SK, float *ws,
-                                                  unsigned *sem)
+                                                  const int ST, const int DA, const int SK, const int TAB,
+                                                  float *ws, unsigned *sem)
 {
     const int mt = p->wt;
     const int threads = 32 * (BM / WM) * (BN / WN) * KS;
@@ -562,7 +607,7 @@ static __device__ __forceinline__ void kg_conv_tc(const kg_conv *p, int t, const
     t = slot;
     const int n_kt = (kdim + BK - 1) / BK, k_per = (n_kt + SK - 1) / SK;
     const int kt_begin = split * k_per, kt_end = kt_begin + k_per < n_kt ? kt_begin + k_per : n_kt;
-    const bool bvec = kdim % 8 == 0;
+    const bool bvec = p->wld % 8 == 0;
     const int stage = (BM + BN) * BK; /* 16-bit elements per stage */
     const int MT = WM / 16, NT = WN / 8;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -592,8 +637,14 @@ static __device__ __forceinline__ void kg_conv_tc(const kg_conv *p, int t, const
 #pragma unroll
     for (int r = 0; r < lb.rpt; r++) {
         int co = tn * BN + lb.row0 + r * threads;
-        b_row[r] = co < kg ? (g * kg + co) * kdim : -1;
+        b_row[r] = co < kg ? (g * kg + co) * p->wld : -1;
     }
+    /* TAB: the im2col table after the pipeline's (and the partial tiles') bytes */
+    const int pipe_bytes = ST * stage * 2, ep_bytes = KS * BN * (BM + 4) * 4;
+    int2 *tab = TAB && gather && !kg_conv_row_vec(p)
+                    ? (int2 *)(kg_smem + (pipe_bytes > ep_bytes ? pipe_bytes : ep_bytes))
+                    : (int2 *)0;
+    if (tab) kg_conv_tab_build(p, tab, n_kt * BK, threads);
     /* the ring: stage s's gathered elements in set s % DA */
     unsigned short a_v[KG_CONV_MAX_RING][KG_CONV_MAX_LD * 8], b_v[KG_CONV_MAX_RING][KG_CONV_MAX_LD * 8];
 
@@ -616,7 +667,7 @@ static __device__ __forceinline__ void kg_conv_tc(const kg_conv *p, int t, const
 #pragma unroll
     for (int s = 0; s < DA; s++) {
         if (kt_begin + s < kt_end) {
-            if (gather) kg_conv_tc_gather_a(p, kt_begin + s, BK, mt, &la, a_off, a_ih, a_iw, a_v[s]);
+            if (gather) kg_conv_tc_gather_a(p, kt_begin + s, BK, mt, &la, a_off, a_ih, a_iw, tab, a_v[s]);
             if (!bvec) kg_conv_tc_gather_b(p, kt_begin + s, BK, mt, &lb, b_row, b_v[s]);
         }
     }
@@ -641,7 +692,7 @@ static __device__ __forceinline__ void kg_conv_tc(const kg_conv *p, int t, const
                 if (bvec && nb < kt_end) kg_conv_tc_async_b(p, nb, sm + (nb % ST) * stage + BM * BK, BK, &lb, b_row);
                 kg_conv_cp_commit();
                 if (kt + DA < kt_end) {
-                    if (gather) kg_conv_tc_gather_a(p, kt + DA, BK, mt, &la, a_off, a_ih, a_iw, a_v[u]);
+                    if (gather) kg_conv_tc_gather_a(p, kt + DA, BK, mt, &la, a_off, a_ih, a_iw, tab, a_v[u]);
                     if (!bvec) kg_conv_tc_gather_b(p, kt + DA, BK, mt, &lb, b_row, b_v[u]);
                 }
                 const unsigned short *ta = sm + (kt % ST) * stage, *tb = ta + BM * BK;
@@ -751,7 +802,7 @@ static __device__ __forceinline__ void kg_conv_simt_load(const kg_conv *p, int k
     for (int j = 0; j < l->b_npt; j++) {
         int nn = l->b_n0 + j * l->b_nstep, co = tn * BN + nn, k = kt * BK + l->b_kk;
         bool ok = nn < BN && co < kg && k < kdim;
-        b_reg[j] = ok ? kg_conv_ldgf(p->wgt, (g * kg + co) * kdim + k, p->wt) : 0.0f;
+        b_reg[j] = ok ? kg_conv_ldgf(p->wgt, (g * kg + co) * p->wld + k, p->wt) : 0.0f;
     }
 }
 
