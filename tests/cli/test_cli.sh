@@ -1036,6 +1036,27 @@ print("%d by table, %d padded to 152, %d weights gathered" % (t.count("gathers b
         --emit-source "$tmp/stem0" --quiet >/dev/null 2>&1
     expect cuda_conv_stem_kpad_off 0 "1 by table, 0 padded to 152, 1 weights gathered" -- python3 -c "$stem_ops" \
         "$tmp/stem0/model.cu"
+    # the table's rows past K (row 0x7fff) must fall past the image's last
+    # row from any pixel's first: H + PH <= 0x7fff takes the table, one more
+    # pad does not (the entry would land inside the image, before x)
+    for ph in 7 8; do
+        python3 - "$tmp/tall$ph.onnx" "$ph" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+ph = int(sys.argv[2])
+w = numpy_helper.from_array(np.ones((8, 1, 3, 1), np.float32), "w")
+node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[ph, 0, ph, 0])
+g = helper.make_graph([node], "tall", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 32760, 2])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+        "$kiln" compile "$tmp/tall$ph.onnx" -o "$tmp/tall$ph.kiln" --target cuda --precision fp16 \
+            --emit-source "$tmp/tall$ph" --quiet >/dev/null 2>&1
+    done
+    expect cuda_conv_table_rows_inside 0 "1 by table" -- python3 -c "$stem_ops" "$tmp/tall7/model.cu"
+    expect cuda_conv_table_rows_outside 0 "0 by table" -- python3 -c "$stem_ops" "$tmp/tall8/model.cu"
     # the forms from NCHW x (one image, pixels in 8s): x^T w^T into NHWC, and
     # w x into NCHW; beside them w x^T (NHWC x, NCHW y with its residual)
     python3 - "$tmp/pwn.onnx" <<'PY'

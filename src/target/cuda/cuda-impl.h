@@ -93,7 +93,8 @@ typedef struct cg_emitter {
     bool *kmajor;            /* per value id: a [k, n] weight stored transposed, as [n, k] (emit.c) */
     bool *nhwc;              /* per value id: an activation stored NHWC (cg_plan_conv_layouts) */
     bool *ohwi;              /* per value id: a conv weight stored [Cout][KH][KW][Cin/group] (same) */
-    int64_t *kpad;           /* per value id: a conv weight's rows padded with zeros to this many elements, 0: not (same) */
+    int64_t *kpad;           /* per value id: a conv weight's rows padded with zeros to this many
+                              * elements, 0: not (same) */
     base_str code;           /* the rOperators and kernels, in group order */
     cg_gpu gpu;
     cg_tuner *tuner;         /* NULL: choose by heuristics only */

@@ -393,7 +393,8 @@ static kiln_status convert_weights(cg_emitter *e, target_output *out)
              * fit in the 32-bit weight's bytes: cg_plan_conv_layouts) */
             int64_t co = v->t.dims[0], k = n / co, ld = e->kpad[i];
             for (int64_t o = 0; o < co; o++)
-                for (int64_t j = 0; j < ld; j++) dst[o * ld + j] = j < k ? stored16(src, o * k + j, v->t.dtype, e->store[i]) : 0;
+                for (int64_t j = 0; j < ld; j++)
+                    dst[o * ld + j] = j < k ? stored16(src, o * k + j, v->t.dtype, e->store[i]) : 0;
         } else {
             for (int64_t k = 0; k < n; k++) dst[k] = stored16(src, k, v->t.dtype, e->store[i]);
         }

@@ -257,7 +257,6 @@ typedef struct tc_operands {
  * 256): 8 KB of shared memory. */
 #define TC_TAB_MAX 1024
 
-
 /* The most register sets of gathered elements in flight a configuration
  * takes: those and the accumulators within about 200 registers, at most
  * TC_MAX_DA; 1 when nothing is gathered (the ring goes unused). */
@@ -595,10 +594,12 @@ static tc_operands tc_operands_of(const cg_emitter *e, const ir_node *n, const c
                      g->oh == g->h && g->ow == g->w && cg_store(e, n->in[0]) == cg_store(e, n->in[1]) && hw % 2 == 0;
     bool a_async = pointwise || cg_is_nhwc(e, n->in[0]);
     bool row_vec = !a_async && g->kw % 8 == 0 && g->dw == 1 && g->sw % 8 == 0 && g->pw % 8 == 0 && g->w % 8 == 0;
-    /* the table's packing (kg_conv_tab_build): tap offsets in 15 bits, rows past K outside the image */
+    /* the table's packing (kg_conv_tab_build): tap offsets in 15 bits, and
+     * its rows past K (0x7fff) outside the image from any pixel's first row:
+     * -PH, or -1 - (KH - 1) DH for the pixels past M (kg_conv_pixel) */
     bool tab = !a_async && !row_vec && ceil_div(d.k, 256) * 256 <= TC_TAB_MAX && /* any BK */
-               !cg_env_is("KILN_CONV_TAB", "0") && (g->kh - 1) * g->dh < 0x7fff &&
-               (g->kw - 1) * g->dw < 0x7fff && g->h < 0x7fff && g->w < 0x7fff;
+               !cg_env_is("KILN_CONV_TAB", "0") && (g->kh - 1) * g->dh < 0x7fff && (g->kw - 1) * g->dw < 0x7fff &&
+               g->w < 0x7fff && g->h + g->ph <= 0x7fff && g->h + 1 + (g->kh - 1) * g->dh <= 0x7fff;
     return (tc_operands){.a_async = a_async, .b_async = weight_ld(e, n, g) % 8 == 0, .row_vec = row_vec, .tab = tab};
 }
 
@@ -732,9 +733,9 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
                                                                                : ops.tab ? " by an im2col table" : "",
                           da, da > 1 ? "s" : "");
             if (!ops.b_async) snprintf(ahead + strlen(ahead), sizeof(ahead) - strlen(ahead), ", weights gathered");
-            else if (e->kpad[n->in[1]->id])
+            else if (weight_ld(e, n, &g) != d.k)
                 snprintf(ahead + strlen(ahead), sizeof(ahead) - strlen(ahead), ", weight rows padded to %lld",
-                         (long long)e->kpad[n->in[1]->id]);
+                         (long long)weight_ld(e, n, &g));
             if (yn) snprintf(ahead + strlen(ahead), sizeof(ahead) - strlen(ahead), ", output NHWC");
             snprintf(what, sizeof(what),
                      "implicit GEMM on tensor cores: M %lld x N %lld x K %lld, tile %dx%dx%d, warp %dx%d, "
@@ -743,7 +744,8 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
                      ahead, sk, sk > 1 ? "s of K across blocks" : "");
             int64_t out_tiles = ceil_div(d.m, c->bm) * ceil_div(d.n, c->bn) * d.groups;
             tiles = out_tiles * sk;
-            *op = (cg_op){.n_rtasks = tiles, .block = tc_threads(c), .smem_bytes = tc_smem(c) + tc_tab_bytes(c, &ops, &d)};
+            *op = (cg_op){
+                .n_rtasks = tiles, .block = tc_threads(c), .smem_bytes = tc_smem(c) + tc_tab_bytes(c, &ops, &d)};
             if (sk > 1) {
                 kiln_status pst = cg_splitk_place(e, grp, tiles * c->bm * c->bn, out_tiles, op);
                 if (pst != KILN_OK) {
@@ -806,16 +808,21 @@ static void tune_key(const cg_emitter *e, const sched_group *grp, const conv_geo
                                                      " hard_sigmoid", " softplus"};
     char block[32] = "";
     if (e->want_block) snprintf(block, sizeof(block), " block=%d", e->want_block);
+    /* how the operands arrive changes the code a configuration runs (the im2col table, padded weight rows) */
+    tc_operands o = tc_operands_of(e, nd, g);
+    char how[16];
+    snprintf(how, sizeof(how), "%s%s", tc && o.tab ? " tab" : "",
+             tc && weight_ld(e, nd, g) != g->c / g->groups * g->kh * g->kw ? " wpad" : "");
     snprintf(buf, n,
              "conv %s %s x=%s%s y=%s%s n=%lld c=%lld h=%lld w=%lld k=%lld kernel=%lldx%lld stride=%lldx%lld "
-             "pad=%lldx%lld dil=%lldx%lld group=%lld%s%s%s%s",
+             "pad=%lldx%lld dil=%lldx%lld group=%lld%s%s%s%s%s",
              tc ? "tc" : "simt", short_dtype(cg_store(e, nd->in[1])), short_dtype(cg_store(e, nd->in[0])),
              cg_is_nhwc(e, nd->in[0]) ? ",nhwc" : "", short_dtype(cg_store(e, y)), cg_is_nhwc(e, y) ? ",nhwc" : "",
              (long long)g->n, (long long)g->c, (long long)g->h, (long long)g->w,
              (long long)g->k, (long long)g->kh, (long long)g->kw, (long long)g->sh, (long long)g->sw, (long long)g->ph,
              (long long)g->pw, (long long)g->dh, (long long)g->dw, (long long)g->groups, ep.bias ? " +bias" : "",
              !ep.residual ? "" : cg_is_nhwc(e, ep.residual) ? " +res,nhwc" : " +res",
-             (unsigned)ep.act < PASS_ACT_COUNT ? acts[ep.act] : "", block);
+             (unsigned)ep.act < PASS_ACT_COUNT ? acts[ep.act] : "", how, block);
 }
 
 /* Whether n (its geometry g) runs as a product of which one operand is the
@@ -1086,7 +1093,8 @@ static void plan_nhwc(cg_emitter *e)
  * (H100, waves) 19.3 us, 16.5 padded, 17.1 with the im2col table alone,
  * 14.8 with both. Only where K > 64, more than one stage of the smallest
  * BK: MobileNetV2's stem (K 27, one stage) went 5.8 -> 9.0 us padded (its
- * few weights gathered through L1 arrive sooner than by cp.async). */
+ * few weights gathered through L1 arrive sooner than by cp.async). Only
+ * 2-D convolutions (tc_conv: x of rank 4). */
 static void plan_kpad(cg_emitter *e)
 {
     for (int s = 0; s < e->p->n_groups; s++) {

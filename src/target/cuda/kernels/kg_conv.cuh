@@ -19,7 +19,8 @@
  *
  * GEMM view (per group g): M = N*OH*OW output pixels, N = K/group output
  * channels, K = Cin/group*KH*KW ordered (cin, kh, kw), so a weight row is
- * contiguous along K (16-byte cp.async when K % 8 == 0) and the im2col rows
+ * contiguous along K (16-byte cp.async when its length wld is a multiple
+ * of 8) and the im2col rows
  * of A are gathered on the fly, 16 bits at a time: the lanes of a warp take
  * consecutive pixels, so each gather instruction reads along W. These
  * scalar gathers bound the speed of a non-pointwise convolution (each
@@ -317,7 +318,8 @@ static __device__ __forceinline__ void kg_conv_tile(const kg_conv *p, int t, con
  * Shared memory: ST stages of A [BM][BK] (pointwise: [BK][BM]) then B
  * [BN][BK] (16-bit, swizzled 16-byte chunks), reused after the main loop
  * for the KS fp32 partial tiles [BN][BM + 4]: max(ST (BM + BN) BK 2,
- * KS BN (BM + 4) 4) bytes. SK > 1 splits K across blocks (kg.h's split-K:
+ * KS BN (BM + 4) 4) bytes, then with TAB the im2col table (kg_conv_tab_build,
+ * 8 bytes for each k of the K padded to whole stages). SK > 1 splits K across blocks (kg.h's split-K:
  * rTask t is split t % SK of tile t / SK, its partials in ws and its
  * counters in sem: the rOperator's place in the workspace), for late
  * layers whose tiles do not fill the GPU at batch 1. Threads: 32 (BM/WM)
@@ -327,10 +329,10 @@ static __device__ __forceinline__ void kg_conv_tile(const kg_conv *p, int t, con
  * 1 <= DA <= KG_CONV_MAX_RING.
  *
  * Pipeline. The weights of stage kt+ST-1 go by cp.async (16 bytes,
- * zero-filled past the edges) while stage kt is multiplied, when K is a
- * multiple of 8, and so do the activations of pointwise convolutions
- * (kg_conv_pointwise_vec). The gathered activations (and weights of
- * unaligned K) cannot: their 16-bit elements are scattered. Each thread
+ * zero-filled past the edges) while stage kt is multiplied, when their rows
+ * (wld) are multiples of 8, and so do the activations of pointwise
+ * convolutions (kg_conv_pointwise_vec). The gathered activations (and
+ * weights of unaligned rows) cannot: their 16-bit elements are scattered. Each thread
  * loads them into a ring of DA register sets, DA stages ahead, and stores
  * stage kt+1 into shared memory after multiplying stage kt, so each load
  * has DA stages of work to arrive in; the main loop is unrolled DA times so
@@ -358,12 +360,14 @@ static __device__ __forceinline__ kg_conv_ld kg_conv_ld_map(int rows, int cpr, i
 /* The im2col table of a gathered A (tab != 0: x NCHW, not kg_conv_row_vec):
  * entry k of K (padded to whole stages) is {where tap k lies from a
  * pixel's channel 0 at (ih0, iw0): (ci H + ki dh) W + kj dw, then ki dh |
- * kj dw << 16}; past K, rows 0x7fff, outside every image (emit_conv.c
- * checks H + PH < 0x7fff). Built by the block at the start of each rTask
- * (after the previous rTask's closing barrier), so a gathered element costs
- * a shared-memory read, two bounds checks and its load instead of two
- * divisions and their products: the scalar gathers of a convolution of few
- * channels (a network's stem, K = 3 KH KW) are what bounds its speed. */
+ * kj dw << 16}; past K, row 0x7fff, past the image's last row from any
+ * pixel's first (emit_conv.c tc_operands_of checks H + PH and H + 1 +
+ * (KH - 1) DH against 0x7fff, and that the offsets fit in 15 bits). Built
+ * by the block at the start of each rTask (after the previous rTask's
+ * closing barrier), so a gathered element costs a shared-memory read, two
+ * bounds checks and its load instead of two divisions and their products:
+ * the scalar gathers of a convolution of few channels (a network's stem,
+ * K = 3 KH KW) are what bounds its speed. */
 static __device__ __forceinline__ void kg_conv_tab_build(const kg_conv *p, int2 *tab, int entries, int threads)
 {
     const int khw = p->kh * p->kw, kdim = p->c / p->groups * khw;
