@@ -19,14 +19,13 @@
  *
  * GEMM view (per group g): M = N*OH*OW output pixels, N = K/group output
  * channels, K = Cin/group*KH*KW ordered (cin, kh, kw), so a weight row is
- * contiguous along K (16-byte cp.async when its length wld is a multiple
- * of 8) and the im2col rows
- * of A are gathered on the fly, 16 bits at a time: the lanes of a warp take
- * consecutive pixels, so each gather instruction reads along W. These
- * scalar gathers bound the speed of a non-pointwise convolution (each
- * costs several L1 wavefronts), except where x is NHWC (KG_CONV_NHWC,
- * kg_conv_tc only): then K runs (kh, kw, cin) and A comes by 16-byte
- * cp.async like the weights.
+ * contiguous along K (16-byte cp.async when its length wld is a multiple of
+ * 8) and the im2col rows of A are gathered on the fly, 16 bits at a time:
+ * the lanes of a warp take consecutive pixels, so each gather instruction
+ * reads along W. These scalar gathers bound the speed of a non-pointwise
+ * convolution (each costs several L1 wavefronts), except where x is NHWC
+ * (KG_CONV_NHWC, kg_conv_tc only): then K runs (kh, kw, cin) and A comes by
+ * 16-byte cp.async like the weights.
  * Out-of-image taps, K past the end and pixels past M read as zero. An
  * rTask is one BM x BN output tile of one group; its threads are
  * (BM/WM) x (BN/WN) warps times KS k-slices: slice s computes the k16 steps
@@ -316,27 +315,27 @@ static __device__ __forceinline__ void kg_conv_tile(const kg_conv *p, int t, con
 /* ---- tensor cores: kg_conv_tc ------------------------------------------------------ *
  *
  * Shared memory: ST stages of A [BM][BK] (pointwise: [BK][BM]) then B
- * [BN][BK] (16-bit, swizzled 16-byte chunks), reused after the main loop
- * for the KS fp32 partial tiles [BN][BM + 4]: max(ST (BM + BN) BK 2,
- * KS BN (BM + 4) 4) bytes, then with TAB the im2col table (kg_conv_tab_build,
- * 8 bytes for each k of the K padded to whole stages). SK > 1 splits K across blocks (kg.h's split-K:
- * rTask t is split t % SK of tile t / SK, its partials in ws and its
- * counters in sem: the rOperator's place in the workspace), for late
- * layers whose tiles do not fill the GPU at batch 1. Threads: 32 (BM/WM)
- * (BN/WN) KS. Needs BK/16 a multiple of KS, BM, BN, WM, WN, BK powers of
- * two with WM >= 16, WN >= 8, BK >= 16, at most KG_CONV_MAX_LD chunks per
- * thread and operand,
- * 1 <= DA <= KG_CONV_MAX_RING.
+ * [BN][BK] (16-bit, swizzled 16-byte chunks), reused after the main loop for
+ * the KS fp32 partial tiles [BN][BM + 4]: max(ST (BM + BN) BK 2,
+ * KS BN (BM + 4) 4) bytes, then with TAB the im2col table
+ * (kg_conv_tab_build, 8 bytes for each k of K padded to whole stages). SK > 1 splits K across blocks
+ * (kg.h's split-K: rTask t is split t % SK of tile t / SK, its partials in
+ * ws and its counters in sem: the rOperator's place in the workspace), for
+ * late layers whose tiles do not fill the GPU at batch 1. Threads: 32
+ * (BM/WM) (BN/WN) KS. Needs BK/16 a multiple of KS, BM, BN, WM, WN, BK
+ * powers of two with WM >= 16, WN >= 8, BK >= 16, at most KG_CONV_MAX_LD
+ * chunks per thread and operand, 1 <= DA <= KG_CONV_MAX_RING.
  *
  * Pipeline. The weights of stage kt+ST-1 go by cp.async (16 bytes,
  * zero-filled past the edges) while stage kt is multiplied, when their rows
  * (wld) are multiples of 8, and so do the activations of pointwise
  * convolutions (kg_conv_pointwise_vec). The gathered activations (and
- * weights of unaligned rows) cannot: their 16-bit elements are scattered. Each thread
- * loads them into a ring of DA register sets, DA stages ahead, and stores
- * stage kt+1 into shared memory after multiplying stage kt, so each load
- * has DA stages of work to arrive in; the main loop is unrolled DA times so
- * that the ring is indexed by constants (registers, not local memory).
+ * weights of unaligned rows) cannot: their 16-bit elements are scattered.
+ * Each thread loads them into a ring of DA register sets, DA stages ahead,
+ * and stores stage kt+1 into shared memory after multiplying stage kt, so
+ * each load has DA stages of work to arrive in; the main loop is unrolled DA
+ * times so that the ring is indexed by constants (registers, not local
+ * memory).
  */
 
 /* Which rows and 16-byte chunks of an operand tile a thread moves: rows
