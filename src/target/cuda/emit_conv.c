@@ -595,8 +595,8 @@ static tc_operands tc_operands_of(const cg_emitter *e, const ir_node *n, const c
     bool a_async = pointwise || cg_is_nhwc(e, n->in[0]);
     bool row_vec = !a_async && g->kw % 8 == 0 && g->dw == 1 && g->sw % 8 == 0 && g->pw % 8 == 0 && g->w % 8 == 0;
     /* the table's packing (kg_conv_tab_build): tap offsets in 15 bits, and
-     * its rows past K (0x7fff) outside the image from any pixel's first row:
-     * -PH, or -1 - (KH - 1) DH for the pixels past M (kg_conv_pixel) */
+     * its row past K (0x7fff) past the image's last row from any pixel's
+     * first: -PH, or -1 - (KH - 1) DH for the pixels past M (kg_conv_pixel) */
     bool tab = !a_async && !row_vec && ceil_div(d.k, 256) * 256 <= TC_TAB_MAX && /* any BK */
                !cg_env_is("KILN_CONV_TAB", "0") && (g->kh - 1) * g->dh < 0x7fff && (g->kw - 1) * g->dw < 0x7fff &&
                g->w < 0x7fff && g->h + g->ph <= 0x7fff && g->h + 1 + (g->kh - 1) * g->dh <= 0x7fff;
