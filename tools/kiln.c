@@ -302,10 +302,12 @@ static const char bench_help[] =
     "  --threads N      worker threads (default 1)\n"
     "  --warmup N       untimed runs first (default 5)\n"
     "  --iterations N   timed runs (default 50)\n"
-    "  --json           one JSON object instead of text\n"
+    "  --json           one JSON object instead of text (with --profile: every stage,\n"
+    "                   in program order, under \"profile\")\n"
     "  --profile        then the stages that take the most time (per run); a persistent\n"
     "                   kernel (--schedule mono) shows its groups, timed inside it: when\n"
-    "                   each ran and its rTasks' mean work and wait for producers\n"
+    "                   each ran (us from its start) and its rTasks' mean work and wait\n"
+    "                   for producers\n"
     "  --profile-top N  how many of them --profile lists (default 25; 0: every stage)\n"
     "  --device-io      cuda: inputs uploaded once and outputs left in device memory, as a\n"
     "                   framework's tensors are (kiln_rt_run_device): the latency without\n"
@@ -1175,28 +1177,71 @@ static int by_time_desc(const void *x, const void *y)
     return ta < tb ? 1 : ta > tb ? -1 : 0;
 }
 
-/* Runs the benchmark's iterations again with stage profiling and prints the
- * stages that take the most time. */
-static void print_profile(kiln_rt_model *rm, const cli_args *a, ir_tensor *ins, ir_tensor *outs, base_diag *d)
+/* s as a JSON string: quotes, backslashes and control characters escaped. */
+static void print_json_string(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\') printf("\\%c", *c);
+        else if (*c < 0x20) printf("\\u%04x", *c);
+        else putchar(*c);
+    }
+    putchar('"');
+}
+
+/* --profile: a.iterations profiled runs; their stages, the most expensive
+ * first, in *out (n of them; NULL when profiling is not possible), and the
+ * per-run total. */
+static void profile_runs(kiln_rt_model *rm, const cli_args *a, ir_tensor *ins, ir_tensor *outs, base_diag *d,
+                         stage_time **out, int *n_out, double *total)
 {
     int n = kiln_rt_num_stages(rm);
     stage_time *t = base_calloc((size_t)n + 1, sizeof(*t));
+    *out = NULL;
+    *n_out = 0;
+    *total = 0;
     if (!t || kiln_rt_set_profiling(rm, 1) != KILN_OK) {
         base_free(t);
         return;
     }
     for (int i = 0; i < a->iterations; i++)
         if (artifact_run(rm, ins, outs, d) != KILN_OK) break;
-    double total = 0;
     for (int s = 0; s < n; s++) {
         t[s].stage = s;
         kiln_rt_stage_profile(rm, s, NULL, NULL, &t[s].run, &t[s].wait);
         t[s].run /= a->iterations;
         t[s].wait /= a->iterations;
-        total += t[s].run + t[s].wait;
+        *total += t[s].run + t[s].wait;
     }
     kiln_rt_set_profiling(rm, 0);
     qsort(t, (size_t)n, sizeof(*t), by_time_desc);
+    *out = t;
+    *n_out = n;
+}
+
+/* A member of a persistent kernel: when it ran (from the kernel's start) and
+ * its rTasks' mean work and wait, per run, in us; false for other stages. */
+static bool stage_timeline_us(kiln_rt_model *rm, const cli_args *a, int stage, int tasks, double *start, double *end,
+                              double *busy, double *waited)
+{
+    if (kiln_rt_stage_timeline(rm, stage, start, end, busy, waited) != KILN_OK) return false;
+    double per = (double)a->iterations * (tasks > 0 ? tasks : 1);
+    *start *= 1e6 / a->iterations;
+    *end *= 1e6 / a->iterations;
+    *busy *= 1e6 / per;
+    *waited *= 1e6 / per;
+    return true;
+}
+
+/* Runs the benchmark's iterations again with stage profiling and prints the
+ * stages that take the most time. */
+static void print_profile(kiln_rt_model *rm, const cli_args *a, ir_tensor *ins, ir_tensor *outs, base_diag *d)
+{
+    stage_time *t;
+    int n;
+    double total;
+    profile_runs(rm, a, ins, outs, d, &t, &n, &total);
+    if (!t) return;
     int top = a->profile_top > 0 && a->profile_top < n ? a->profile_top : n;
     printf("  profile      %d stages, %.3f ms per run as the calling thread sees it; %s:\n", n, total * 1e3,
            top == n ? "every stage, the most expensive first" : "the most expensive");
@@ -1207,14 +1252,40 @@ static void print_profile(kiln_rt_model *rm, const cli_args *a, ir_tensor *ins, 
         kiln_rt_stage_profile(rm, t[k].stage, &name, &tasks, NULL, NULL);
         printf("    %5.1f%%  %8.3f ms run %7.3f ms wait  %5d rTasks  ", 100 * (t[k].run + t[k].wait) / (total > 0 ? total : 1),
                t[k].run * 1e3, t[k].wait * 1e3, tasks);
-        /* a member of a persistent kernel: when it ran, and its rTasks' mean work and wait */
-        if (kiln_rt_stage_timeline(rm, t[k].stage, &start, &end, &busy, &waited) == KILN_OK) {
-            double per = (double)a->iterations * (tasks > 0 ? tasks : 1);
-            printf("at %7.3f..%7.3f ms, rTask %6.2f us + %6.2f us waiting  ", start * 1e3 / a->iterations,
-                   end * 1e3 / a->iterations, busy * 1e6 / per, waited * 1e6 / per);
-        }
+        if (stage_timeline_us(rm, a, t[k].stage, tasks, &start, &end, &busy, &waited))
+            printf("at %8.1f..%8.1f us, rTask %6.2f us + %6.2f us waiting  ", start, end, busy, waited);
         printf("#%d %.90s\n", t[k].stage, name);
     }
+    base_free(t);
+}
+
+/* --profile --json: ", \"profile\": {...}" with every stage, in program
+ * order: its name (whole), rTasks, run and wait per run, and for a member of
+ * a persistent kernel its timeline (stage_timeline_us). */
+static void print_profile_json(kiln_rt_model *rm, const cli_args *a, ir_tensor *ins, ir_tensor *outs, base_diag *d)
+{
+    stage_time *t;
+    int n;
+    double total;
+    profile_runs(rm, a, ins, outs, d, &t, &n, &total);
+    if (!t) return;
+    printf(", \"profile\": {\"total_us\": %.2f, \"stages\": [", total * 1e6);
+    for (int s = 0; s < n; s++) {
+        int k = 0;
+        while (t[k].stage != s) k++;
+        const char *name;
+        int tasks;
+        double start, end, busy, waited;
+        kiln_rt_stage_profile(rm, s, &name, &tasks, NULL, NULL);
+        printf("%s\n  {\"stage\": %d, \"name\": ", s ? "," : "", s);
+        print_json_string(name);
+        printf(", \"rtasks\": %d, \"run_us\": %.3f, \"wait_us\": %.3f", tasks, t[k].run * 1e6, t[k].wait * 1e6);
+        if (stage_timeline_us(rm, a, s, tasks, &start, &end, &busy, &waited))
+            printf(", \"start_us\": %.2f, \"end_us\": %.2f, \"rtask_us\": %.3f, \"rtask_wait_us\": %.3f", start, end,
+                   busy, waited);
+        putchar('}');
+    }
+    printf("]}");
     base_free(t);
 }
 
@@ -1377,16 +1448,23 @@ static int cmd_bench(int argc, char **argv)
         int threads = kiln_rt_num_threads(rm), kernels = 0, graphs = 0;
         kiln_rt_num_launches(rm, &kernels, &graphs); /* 0 and 0 for target c */
         char wbuf[96];
-        if (a.json)
-            printf("{\"model\": \"%s\", \"target\": \"%s\", \"threads\": %d, \"compile_s\": %.3f, \"first_run_ms\": %.3f, "
+        if (a.json) {
+            printf("{\"model\": ");
+            print_json_string(a.path);
+            printf(", \"target\": ");
+            print_json_string(kiln_rt_target(rm));
+            printf(", \"threads\": %d, \"compile_s\": %.3f, \"first_run_ms\": %.3f, "
                    "\"min_ms\": %.4f, \"median_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, "
                    "\"throughput_per_s\": %.2f, \"iterations\": %d, \"peak_rss_mb\": %.1f, "
                    "\"arena_mb\": %.3f, \"fallback_nodes\": %d, \"kernel_launches\": %d, \"graph_launches\": %d, "
-                   "\"device_io\": %s, \"io\": \"%s\"}\n",
-                   a.path, kiln_rt_target(rm), threads, rep.seconds_total, first * 1e3, mn * 1e3, med * 1e3, p90 * 1e3, p99 * 1e3,
-                   1.0 / med, n, peak_mb, (double)kiln_rt_arena_bytes(rm) / 1e6, rep.n_fallback_nodes, kernels, graphs,
-                   a.device_io ? "true" : "false", io_where(rm, &a));
-        else {
+                   "\"device_io\": %s, \"io\": ",
+                   threads, rep.seconds_total, first * 1e3, mn * 1e3, med * 1e3, p90 * 1e3, p99 * 1e3, 1.0 / med, n,
+                   peak_mb, (double)kiln_rt_arena_bytes(rm) / 1e6, rep.n_fallback_nodes, kernels, graphs,
+                   a.device_io ? "true" : "false");
+            print_json_string(io_where(rm, &a));
+            if (a.profile) print_profile_json(rm, &a, ins, outs, &d);
+            printf("}\n");
+        } else {
             printf("bench %s (%s)\n", a.path, where(rm, wbuf, sizeof(wbuf)));
             if (a.profile) print_profile(rm, &a, ins, outs, &d);
             if (compiled) printf("  compile      %.2f s (%d nodes in fallback segments)\n", rep.seconds_total, rep.n_fallback_nodes);

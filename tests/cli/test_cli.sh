@@ -83,6 +83,19 @@ expect bench_artifact 0 "median" -- "$kiln" bench "$tmp/add.kiln" --iterations 5
 expect bench_json 0 '"median_ms"' -- "$kiln" bench "$tmp/add.kiln" --iterations 5 --json
 expect bench_profile_top 0 "every stage" -- "$kiln" bench "$tmp/add.kiln" --iterations 2 --warmup 0 --profile-top 0
 expect bench_profile_top_bad 1 "bad --profile-top" -- "$kiln" bench "$tmp/add.kiln" --profile-top -3
+# --profile --json: every stage in program order under "profile", whose
+# times add up to its total; the strings escaped (an artifact named with a
+# quote and a backslash)
+cp "$tmp/add.kiln" "$tmp/q\"b\\.kiln"
+"$kiln" bench "$tmp/q\"b\\.kiln" --iterations 3 --warmup 0 --profile --json >"$tmp/prof.json" 2>&1
+prof_check='import json, sys
+d = json.load(open(sys.argv[1]))
+p = d["profile"]
+ok = abs(sum(s["run_us"] + s["wait_us"] for s in p["stages"]) - p["total_us"]) < 0.01 * p["total_us"] + 0.01
+named = d["model"].endswith("q" + chr(34) + "b" + chr(92) + ".kiln")
+print("%d stages, times %s, name %s" % (len(p["stages"]), "add up" if ok else "do not add up",
+      "ok" if named else repr(d["model"])))'
+expect bench_profile_json 0 "1 stages, times add up, name ok" -- python3 -c "$prof_check" "$tmp/prof.json"
 expect bench_device_io_needs_cuda 1 "needs --target cuda" -- "$kiln" bench "$tmp/add.kiln" --device-io --target c
 expect bench_device_io_c_artifact 1 "compiled for the cuda target" -- "$kiln" bench "$tmp/add.kiln" --device-io
 expect bench_host_buffers 0 '"io": "aligned"' -- "$kiln" bench "$tmp/add.kiln" --iterations 3 --json
