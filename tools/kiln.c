@@ -1234,7 +1234,10 @@ static bool stage_timeline_us(kiln_rt_model *rm, const cli_args *a, int stage, i
 }
 
 /* Runs the benchmark's iterations again with stage profiling and prints the
- * stages that take the most time. */
+ * stages that take the most time; with --json instead ", \"profile\": {...}"
+ * with every stage in program order: its name (whole), rTasks, run and wait
+ * per run, and for a member of a persistent kernel its timeline
+ * (stage_timeline_us). */
 static void print_profile(kiln_rt_model *rm, const cli_args *a, ir_tensor *ins, ir_tensor *outs, base_diag *d)
 {
     stage_time *t;
@@ -1243,49 +1246,39 @@ static void print_profile(kiln_rt_model *rm, const cli_args *a, ir_tensor *ins, 
     profile_runs(rm, a, ins, outs, d, &t, &n, &total);
     if (!t) return;
     int top = a->profile_top > 0 && a->profile_top < n ? a->profile_top : n;
-    printf("  profile      %d stages, %.3f ms per run as the calling thread sees it; %s:\n", n, total * 1e3,
-           top == n ? "every stage, the most expensive first" : "the most expensive");
-    for (int k = 0; k < top; k++) {
+    if (a->json) {
+        printf(", \"profile\": {\"total_us\": %.2f, \"stages\": [", total * 1e6);
+        top = n;
+    } else {
+        printf("  profile      %d stages, %.3f ms per run as the calling thread sees it; %s:\n", n, total * 1e3,
+               top == n ? "every stage, the most expensive first" : "the most expensive");
+    }
+    for (int i = 0; i < top; i++) {
+        int k = 0;
+        if (a->json)
+            while (t[k].stage != i) k++; /* program order */
+        else k = i;
         const char *name;
         int tasks;
         double start, end, busy, waited;
         kiln_rt_stage_profile(rm, t[k].stage, &name, &tasks, NULL, NULL);
+        bool timeline = stage_timeline_us(rm, a, t[k].stage, tasks, &start, &end, &busy, &waited);
+        if (a->json) {
+            printf("%s\n  {\"stage\": %d, \"name\": ", i ? "," : "", t[k].stage);
+            print_json_string(name);
+            printf(", \"rtasks\": %d, \"run_us\": %.3f, \"wait_us\": %.3f", tasks, t[k].run * 1e6, t[k].wait * 1e6);
+            if (timeline)
+                printf(", \"start_us\": %.2f, \"end_us\": %.2f, \"rtask_us\": %.3f, \"rtask_wait_us\": %.3f", start,
+                       end, busy, waited);
+            putchar('}');
+            continue;
+        }
         printf("    %5.1f%%  %8.3f ms run %7.3f ms wait  %5d rTasks  ", 100 * (t[k].run + t[k].wait) / (total > 0 ? total : 1),
                t[k].run * 1e3, t[k].wait * 1e3, tasks);
-        if (stage_timeline_us(rm, a, t[k].stage, tasks, &start, &end, &busy, &waited))
-            printf("at %8.1f..%8.1f us, rTask %6.2f us + %6.2f us waiting  ", start, end, busy, waited);
+        if (timeline) printf("at %8.1f..%8.1f us, rTask %6.2f us + %6.2f us waiting  ", start, end, busy, waited);
         printf("#%d %.90s\n", t[k].stage, name);
     }
-    base_free(t);
-}
-
-/* --profile --json: ", \"profile\": {...}" with every stage, in program
- * order: its name (whole), rTasks, run and wait per run, and for a member of
- * a persistent kernel its timeline (stage_timeline_us). */
-static void print_profile_json(kiln_rt_model *rm, const cli_args *a, ir_tensor *ins, ir_tensor *outs, base_diag *d)
-{
-    stage_time *t;
-    int n;
-    double total;
-    profile_runs(rm, a, ins, outs, d, &t, &n, &total);
-    if (!t) return;
-    printf(", \"profile\": {\"total_us\": %.2f, \"stages\": [", total * 1e6);
-    for (int s = 0; s < n; s++) {
-        int k = 0;
-        while (t[k].stage != s) k++;
-        const char *name;
-        int tasks;
-        double start, end, busy, waited;
-        kiln_rt_stage_profile(rm, s, &name, &tasks, NULL, NULL);
-        printf("%s\n  {\"stage\": %d, \"name\": ", s ? "," : "", s);
-        print_json_string(name);
-        printf(", \"rtasks\": %d, \"run_us\": %.3f, \"wait_us\": %.3f", tasks, t[k].run * 1e6, t[k].wait * 1e6);
-        if (stage_timeline_us(rm, a, s, tasks, &start, &end, &busy, &waited))
-            printf(", \"start_us\": %.2f, \"end_us\": %.2f, \"rtask_us\": %.3f, \"rtask_wait_us\": %.3f", start, end,
-                   busy, waited);
-        putchar('}');
-    }
-    printf("]}");
+    if (a->json) printf("]}");
     base_free(t);
 }
 
@@ -1462,7 +1455,7 @@ static int cmd_bench(int argc, char **argv)
                    peak_mb, (double)kiln_rt_arena_bytes(rm) / 1e6, rep.n_fallback_nodes, kernels, graphs,
                    a.device_io ? "true" : "false");
             print_json_string(io_where(rm, &a));
-            if (a.profile) print_profile_json(rm, &a, ins, outs, &d);
+            if (a.profile) print_profile(rm, &a, ins, outs, &d);
             printf("}\n");
         } else {
             printf("bench %s (%s)\n", a.path, where(rm, wbuf, sizeof(wbuf)));
