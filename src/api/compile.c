@@ -37,7 +37,8 @@ kiln_status api_plan(ir_graph *g, const target *t, const char *schedule, sched_p
     if (st == KILN_OK) st = pass_partition(g, &s, p, a, d);
     p->merged_nodes = merged;
     const bool by_wave = t->plan_by_wave && t->plan_by_wave(schedule);
-    if (st == KILN_OK) st = sched_plan_memory(g, p, a, by_wave, d);
+    const int hold = t->plan_hold ? t->plan_hold(schedule) : 0;
+    if (st == KILN_OK) st = sched_plan_memory(g, p, a, by_wave, hold, d);
     if (st != KILN_OK) sched_program_free(p);
     return st;
 }

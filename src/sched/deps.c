@@ -41,3 +41,16 @@ bool sched_group_depends(const ir_graph *g, const sched_program *p, const sched_
         if (touches(g, p, a->out, a->n_out, b->out[i]) || touches(g, p, a->in, a->n_in, b->out[i])) return true;
     return false;
 }
+
+bool sched_group_depends_via(const ir_graph *g, const sched_program *p, const sched_group *a, const sched_group *b,
+                             const ir_value *v)
+{
+    bool writes = false;
+    for (int i = 0; i < a->n_out; i++) writes |= a->out[i] == v;
+    if (!writes || !v || v->graph != g) return false;
+    for (int i = 0; i < b->n_in; i++)
+        if (b->in[i] != v && touches(g, p, a->out, a->n_out, b->in[i])) return false;
+    for (int i = 0; i < b->n_out; i++)
+        if (touches(g, p, a->out, a->n_out, b->out[i]) || touches(g, p, a->in, a->n_in, b->out[i])) return false;
+    return true;
+}

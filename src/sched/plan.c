@@ -65,7 +65,8 @@ static void data_waves(const ir_graph *g, const sched_program *p, const int *roo
     }
 }
 
-kiln_status sched_plan_memory(const ir_graph *g, sched_program *p, base_arena *a, bool by_wave, base_diag *d)
+kiln_status sched_plan_memory(const ir_graph *g, sched_program *p, base_arena *a, bool by_wave, int hold,
+                              base_diag *d)
 {
     (void)a;
     int nv = g->n_values;
@@ -203,7 +204,7 @@ kiln_status sched_plan_memory(const ir_graph *g, sched_program *p, base_arena *a
             hi = lo;
             for (int s = first[i]; s <= last[i]; s++) hi = KILN_MAX(hi, wave[s]);
         }
-        iv[n_iv++] = (interval){i, lo, hi, align_up(bytes ? bytes : 1), 0};
+        iv[n_iv++] = (interval){i, lo, hi + KILN_MAX(hold, 0), align_up(bytes ? bytes : 1), 0};
     }
     base_free(wave);
     qsort(iv, (size_t)n_iv, sizeof(interval), by_size_desc);

@@ -75,13 +75,21 @@ void sched_program_free(sched_program *p);
 /* The memory plan: every non-constant value of g gets a place. Graph
  * inputs and outputs live in the caller's buffers; aliases share their
  * source's place; activations share arena space when their lifetimes (in
- * group order, or with by_wave in waves of the data graph) do not overlap.
+ * group order, or with by_wave in waves of the data graph) do not overlap,
+ * a lifetime lasting `hold` more steps or waves past its last reader's.
  * Greedy by size, 64-byte aligned offsets. Constants are placed in the
  * weights blob in order of first use. */
-kiln_status sched_plan_memory(const ir_graph *g, sched_program *p, base_arena *a, bool by_wave, base_diag *d);
+kiln_status sched_plan_memory(const ir_graph *g, sched_program *p, base_arena *a, bool by_wave, int hold,
+                              base_diag *d);
 
 /* Whether group b, later in g's program p, must wait for group a: b reads
  * bytes a writes, or writes bytes a reads or writes (deps.c). */
 bool sched_group_depends(const ir_graph *g, const sched_program *p, const sched_group *a, const sched_group *b);
+/* Whether b depends on a only by reading v, one of a's outputs: b reads
+ * nothing else that shares bytes with a's outputs, and writes nothing that
+ * shares bytes with a's inputs or outputs (deps.c). The cuda target's
+ * persistent kernels then let b's rTasks wait for the rows of v they read. */
+bool sched_group_depends_via(const ir_graph *g, const sched_program *p, const sched_group *a, const sched_group *b,
+                             const ir_value *v);
 
 #endif

@@ -70,6 +70,11 @@ typedef struct target {
      * memory plan should pass arena bytes only from wave to wave
      * (sched_plan_memory's by_wave). */
     bool (*plan_by_wave)(const char *schedule);
+    /* Optional (NULL: 0): how many more steps (waves, with plan_by_wave)
+     * arena bytes stay a value's after its last reader's, so that a group
+     * that may start while the groups a few before it still run does not
+     * take bytes they use (sched_plan_memory's hold). */
+    int (*plan_hold)(const char *schedule);
 } target;
 
 /* NULL when unknown. */
