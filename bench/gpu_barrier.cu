@@ -11,6 +11,7 @@
  * cooperative groups / kiln (above 1: kiln's is faster). Exits 1 when a
  * barrier timed out or a launch failed.
  */
+#include "kg_tiles.h" /* kg.h's waits take its types */
 #include "kg.h"
 
 #include <cooperative_groups.h>

@@ -197,17 +197,33 @@ static char *read_text(const char *path)
     return s;
 }
 
-/* kg.h, from the repository root or beside this file's source. */
-static char *read_prelude(void)
+/* A file of src/target/cuda/kernels, from the repository root or beside
+ * this file's source. */
+static char *read_kernel_file(const char *name)
 {
-    char *s = read_text("src/target/cuda/kernels/kg.h");
-    if (s) return s;
     char path[1024];
+    snprintf(path, sizeof(path), "src/target/cuda/kernels/%s", name);
+    char *s = read_text(path);
+    if (s) return s;
     snprintf(path, sizeof(path), "%s", __FILE__);
     char *slash = strrchr(path, '/');
     if (!slash) return NULL;
-    snprintf(slash, sizeof(path) - (size_t)(slash - path), "/../../src/target/cuda/kernels/kg.h");
+    snprintf(slash, sizeof(path) - (size_t)(slash - path), "/../../src/target/cuda/kernels/%s", name);
     return read_text(path);
+}
+
+/* kg_tiles.h then kg.h, as the compiler's prelude has them. */
+static char *read_prelude(void)
+{
+    char *tiles = read_kernel_file("kg_tiles.h"), *kg = read_kernel_file("kg.h"), *s = NULL;
+    if (tiles && kg) {
+        size_t n = strlen(tiles) + strlen(kg) + 2;
+        s = malloc(n);
+        if (s) snprintf(s, n, "%s\n%s", tiles, kg);
+    }
+    free(tiles);
+    free(kg);
+    return s;
 }
 
 typedef struct images {

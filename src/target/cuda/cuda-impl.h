@@ -34,6 +34,26 @@
 #include "runtime/gprog.h"
 #include "target/target.h"
 
+/* Rows of values that an rOperator's rTasks write and read (kernels/kg_tiles.h),
+ * for a persistent kernel's tile-row waits (emit.c plan_waits). A row is a
+ * row of the value's storage, `len` elements: an NHWC pixel, a matrix row. */
+typedef struct cg_tiles {
+    int64_t div, tiles_m, tiles_n, group; /* rTask t's tile row, kg_tile_row */
+    int64_t bm, m;                        /* rows a tile row holds; all of them (0: no tiles) */
+    const ir_value *v;                    /* rTask t writes rows [tm bm, min(m, tm bm + bm)) of v, nothing else */
+    int64_t len;
+} cg_tiles;
+
+typedef struct cg_rowread {
+    const ir_value *v; /* read by rows, nothing else of it */
+    int64_t len;
+    /* h 0: the rows the rTask's tile writes; else a convolution's NHWC input
+     * (kg_win): the image rows its output rows read */
+    int64_t h, w, oh, ow, sh, ph, kext;
+} cg_rowread;
+
+#define CG_ROWREADS 3
+
 typedef struct cg_op {
     int64_t n_rtasks;  /* 1 .. INT32_MAX */
     int block;         /* threads per block: a multiple of 32, 32 .. 1024 */
@@ -50,6 +70,9 @@ typedef struct cg_op {
     bool prewait;      /* op_<id> takes CG_PRE_PARAM: may do griddepcontrol.wait inside the rTask */
     int tmap;          /* 0, or 1 + the first of the two tensor maps (kg_tmaps[]) its rTasks copy with */
     char config[128];  /* the template configuration chosen, for listings ("" when there is no choice) */
+    cg_tiles tiles;    /* the rows its rTasks write (tiles.m 0: not known) */
+    cg_rowread reads[CG_ROWREADS]; /* values its rTasks read only by rows, beside tiles */
+    int n_reads;
 } cg_op;
 
 /* The third parameter of a cg_op.prewait rOperator's op_<id>. */
@@ -284,6 +307,17 @@ typedef struct cg_im2col {
 } cg_im2col;
 /* Node n's (a 2-D convolution's) geometry, auto_pad resolved (emit_conv.c). */
 void cg_conv_im2col(const ir_node *n, cg_im2col *v);
+/* An rOperator's tiles (cg_tiles; emitters call it once op->n_rtasks is
+ * set): nothing when they do not account for every rTask or do not fit
+ * kg_tiles.h's 32 bits. */
+void cg_tiles_set(cg_op *op, const ir_value *v, int64_t len, int64_t div, int64_t tiles_m, int64_t tiles_n,
+                  int64_t group, int64_t bm, int64_t m);
+/* That op's rTasks read v only by rows of len elements: the rows their
+ * tiles write (conv NULL) or the input rows of that convolution's output
+ * rows (v its NHWC x). A value read twice, or also otherwise
+ * (cg_rows_other), is read by no window. */
+void cg_rows_read(cg_op *op, const ir_value *v, int64_t len, const cg_im2col *conv);
+void cg_rows_other(cg_op *op, const ir_value *v);
 /* The im2col tensor map of v's x (emit_gemm.c): its kind, dimensions,
  * strides, pixel box (the first tap's positions) and steps; the caller's
  * space, dtype, offset and box stay. */

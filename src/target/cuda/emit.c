@@ -245,11 +245,14 @@ kiln_status cg_need(cg_emitter *e, const char *file)
 
 kiln_status cg_prelude(const cg_emitter *e, base_str *out)
 {
-    int kg = source_index("kg.h");
-    if (kg < 0) return base_diag_add(e->d, KILN_ERR_INTERNAL, "the CUDA prelude kg.h is missing from the binary");
-    base_str_printf(out, "/* ---- kg.h ---- */\n%s\n", cg_kernel_sources[kg].text);
+    int kg = source_index("kg.h"), tiles = source_index("kg_tiles.h");
+    if (kg < 0 || tiles < 0)
+        return base_diag_add(e->d, KILN_ERR_INTERNAL, "the CUDA prelude kg.h or kg_tiles.h is missing from the binary");
+    /* kg.h's waits take kg_tiles.h's types */
+    base_str_printf(out, "/* ---- kg_tiles.h ---- */\n%s\n/* ---- kg.h ---- */\n%s\n", cg_kernel_sources[tiles].text,
+                    cg_kernel_sources[kg].text);
     for (int k = 0; k < e->n_need; k++) {
-        if (e->need[k] == kg) continue;
+        if (e->need[k] == kg || e->need[k] == tiles) continue;
         base_str_printf(out, "/* ---- %s ---- */\n%s\n", cg_kernel_sources[e->need[k]].name,
                         cg_kernel_sources[e->need[k]].text);
     }
@@ -761,6 +764,44 @@ kiln_status cg_splitk_place(cg_emitter *e, const sched_group *grp, int64_t float
     return KILN_OK;
 }
 
+void cg_tiles_set(cg_op *op, const ir_value *v, int64_t len, int64_t div, int64_t tiles_m, int64_t tiles_n,
+                  int64_t group, int64_t bm, int64_t m)
+{
+    /* kg_tiles.h counts in 32 bits, and a tile row's rTasks must number the same */
+    if (!v || len <= 0 || div <= 0 || tiles_m <= 0 || tiles_n <= 0 || group <= 0 || bm <= 0 || m <= 0 ||
+        m > UINT32_MAX || bm > UINT32_MAX || tiles_m * tiles_n > UINT32_MAX || (m + bm - 1) / bm != tiles_m ||
+        op->n_rtasks % (div * tiles_m * tiles_n) != 0)
+        return;
+    op->tiles = (cg_tiles){.div = div, .tiles_m = tiles_m, .tiles_n = tiles_n, .group = group, .bm = bm, .m = m,
+                           .v = v, .len = len};
+}
+
+void cg_rows_read(cg_op *op, const ir_value *v, int64_t len, const cg_im2col *conv)
+{
+    if (!v) return;
+    for (int i = 0; i < op->n_reads; i++)
+        if (op->reads[i].v == v) { /* read twice: by neither window alone */
+            op->reads[i].len = -1;
+            return;
+        }
+    if (op->n_reads == CG_ROWREADS) return;
+    cg_rowread *r = &op->reads[op->n_reads++];
+    *r = (cg_rowread){.v = v, .len = len};
+    if (conv)
+        *r = (cg_rowread){.v = v, .len = len, .h = conv->h, .w = conv->w, .oh = conv->oh, .ow = conv->ow,
+                          .sh = conv->sh, .ph = conv->ph, .kext = (conv->kh - 1) * conv->dh};
+    /* kg_win_rows counts in 32 bits: rows of x and of the output, and each image's rows past its last */
+    if (conv && (conv->imgs <= 0 || conv->h <= 0 || conv->w <= 0 || conv->oh <= 0 || conv->ow <= 0 ||
+                 conv->sh <= 0 || conv->ph < 0 || r->kext < 0 || conv->imgs * conv->h * conv->w > UINT32_MAX ||
+                 conv->imgs * conv->oh * conv->ow > UINT32_MAX || conv->oh * conv->sh + r->kext > UINT32_MAX))
+        r->len = -1;
+}
+
+void cg_rows_other(cg_op *op, const ir_value *v)
+{
+    cg_rows_read(op, v, -1, NULL); /* a new entry of no length, or the one there spoilt */
+}
+
 bool cg_splitk_overlap(const cg_op *a, const cg_op *b)
 {
     if (!a->splitk || !b->splitk) return false;
@@ -794,15 +835,36 @@ static void batch_label(const batch *b, int stages, base_str *s)
  * another of them waits for already, directly or not (the transitive
  * reduction: taking the candidates latest first, one another's reach
  * covers is dropped).
- * Member k's are dep[at[k]] .. dep[at[k + 1] - 1]. */
+ * Member k's are dep[at[k]] .. dep[at[k + 1] - 1]; read[i] is -1 for a
+ * wait until all of the member's rTasks have finished, else a tile-row
+ * wait (kg_tiles.h): member k depends on dep[i] only by reading the rows
+ * of its reads[read[i]], so each rTask waits for the producer's tile rows
+ * that it reads. Such a wait says nothing of the rest of the producer, so
+ * it adds nothing to the reach: only full waits do. */
 typedef struct waits {
-    int *dep, *at;
+    int *dep, *at, *read;
 } waits;
 
 static void waits_free(waits *w)
 {
     base_free(w->dep);
     base_free(w->at);
+    base_free(w->read);
+}
+
+/* The read of member k's (cg_op.reads) through which it depends on member
+ * j only, so that it may wait for j's tile rows alone; -1 where there is
+ * none (KILN_MONO_ROWS=0: never). */
+static int row_read(const cg_emitter *e, const member *j, const member *k)
+{
+    const cg_tiles *tj = &j->op.tiles;
+    if (!tj->m || !k->op.tiles.m || cg_splitk_overlap(&j->op, &k->op) || !cg_env_is("KILN_MONO_ROWS", "1")) return -1;
+    for (int r = 0; r < k->op.n_reads; r++) {
+        const cg_rowread *rd = &k->op.reads[r];
+        if (rd->v == tj->v)
+            return rd->len == tj->len && sched_group_depends_via(e->g, e->p, j->grp, k->grp, tj->v) ? r : -1;
+    }
+    return -1;
 }
 
 static kiln_status plan_waits(cg_emitter *e, const batch *b, waits *w)
@@ -812,7 +874,8 @@ static kiln_status plan_waits(cg_emitter *e, const batch *b, waits *w)
     w->at = base_calloc((size_t)n + 1, sizeof(int));
     int used = 0, cap = 2 * n + 16;
     w->dep = base_malloc((size_t)cap * sizeof(int));
-    bool oom = !reach || !w->at || !w->dep;
+    w->read = base_malloc((size_t)cap * sizeof(int));
+    bool oom = !reach || !w->at || !w->dep || !w->read;
     for (int k = 0; k < n && !oom; k++) {
         uint64_t *rk = reach + (size_t)k * words;
         w->at[k] = used;
@@ -822,12 +885,17 @@ static kiln_status plan_waits(cg_emitter *e, const batch *b, waits *w)
             if (!shared_ws && !sched_group_depends(e->g, e->p, b->m[j].grp, b->m[k].grp)) continue;
             if (used == cap) {
                 int *more = base_realloc(w->dep, (size_t)cap * 2 * sizeof(int));
-                oom = !more;
+                if (more) w->dep = more;
+                int *more_read = more ? base_realloc(w->read, (size_t)cap * 2 * sizeof(int)) : NULL;
+                if (more_read) w->read = more_read;
+                oom = !more || !more_read;
                 if (oom) break;
-                w->dep = more;
                 cap *= 2;
             }
+            const int read = shared_ws ? -1 : row_read(e, &b->m[j], &b->m[k]);
+            w->read[used] = read;
             w->dep[used++] = j;
+            if (read >= 0) continue; /* j is not all done when k's rTasks start */
             rk[j / 64] |= (uint64_t)1 << (j % 64);
             for (int x = 0; x < words; x++) rk[x] |= reach[(size_t)j * words + x];
         }
@@ -871,8 +939,8 @@ static void list_batch(program *pr, const batch *b, const waits *w, const cg_op 
             if (w && w->at[k + 1] > w->at[k]) {
                 base_str_cat(l, "                waits for group");
                 for (int i = w->at[k]; i < w->at[k + 1]; i++)
-                    base_str_printf(l, "%s %d", i > w->at[k] ? "," : w->at[k + 1] - w->at[k] > 1 ? "s" : "",
-                                    b->m[w->dep[i]].grp->id);
+                    base_str_printf(l, "%s %d%s", i > w->at[k] ? "," : w->at[k + 1] - w->at[k] > 1 ? "s" : "",
+                                    b->m[w->dep[i]].grp->id, w->read[i] >= 0 ? " (the tile rows it reads)" : "");
                 base_str_cat(l, "\n");
             }
         }
@@ -1057,11 +1125,50 @@ static kiln_status emit_persistent(cg_emitter *e, program *pr, const batch *b, c
      * know their constants are uniform: read from global memory, BERT's
      * FFN2 body moved them into uniform registers 209 times (R2UR) and
      * grew from 14.4 to 17.1 KB. */
-    const int64_t table_bytes = (int64_t)stages * 16 + (int64_t)b->n * (32 + 8 * values) + (w ? 8 * w->at[b->n] : 0);
+    /* the tile-row waits' tables: a kg_tiles for each member that signals
+     * tile rows or waits on them (tiles[k]: its index, -1 none; producer[k]:
+     * whether it signals), a kg_win for each such wait, and the counters */
+    int *tiles = base_malloc(2 * (size_t)b->n * sizeof(int)), *row_base = tiles ? tiles + b->n : NULL;
+    if (!tiles) {
+        base_free(order);
+        base_free(differ);
+        return base_diag_add(e->d, KILN_ERR_OOM, "out of memory forming a persistent kernel");
+    }
+    int n_tiles = 0, n_wins = 0;
+    int64_t n_rows = 0;
+    for (int k = 0; k < b->n; k++) tiles[k] = row_base[k] = -1;
+    for (int i = 0; w && i < w->at[b->n]; i++)
+        if (w->read[i] >= 0) {
+            n_wins++;
+            row_base[w->dep[i]] = 0;
+        }
+    /* KILN_MONO_ROWS_PAD=1 (an experiment): each counter on a 128-byte line of its own */
+    const int step = cg_env_is("KILN_MONO_ROWS_PAD", "1") ? 32 : 1;
+    for (int k = 0; k < b->n; k++)
+        if (row_base[k] == 0) {
+            row_base[k] = (int)n_rows;
+            n_rows += b->m[k].op.tiles.tiles_m * step;
+        }
+    for (int k = 0; w && k < b->n; k++) {
+        bool waits_rows = false;
+        for (int i = w->at[k]; i < w->at[k + 1]; i++) waits_rows |= w->read[i] >= 0;
+        if (waits_rows || row_base[k] >= 0) tiles[k] = n_tiles++;
+    }
+    if (n_rows > INT32_MAX) {
+        base_free(order);
+        base_free(differ);
+        base_free(tiles);
+        return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "a persistent kernel of more than 2^31 tile rows");
+    }
+    const int64_t table_bytes = (int64_t)stages * 16 + (int64_t)b->n * (48 + 8 * values) +
+                                (w ? 12 * w->at[b->n] : 0) + 36 * (int64_t)n_tiles + 32 * (int64_t)n_wins;
     const bool constant = pr->constant_bytes + table_bytes <= MONO_CONSTANT_BYTES;
     const char *space = constant ? "__constant__" : "__device__ const";
     if (constant) pr->constant_bytes += table_bytes;
     if (w) base_str_printf(s, "static __device__ unsigned kg_done_%d[%d]; /* finished rTasks per member */\n", id, b->n);
+    if (n_rows)
+        base_str_printf(s, "static __device__ unsigned kg_rows_%d[%lld]; /* finished rTasks per tile row */\n", id,
+                        (long long)n_rows);
     base_str_printf(s, "static %s kg_stage kg_stages_%d[%d] = {", space, id, stages);
     for (int st = 0, i = 0; st < stages; st++) {
         int first = i;
@@ -1076,19 +1183,50 @@ static kiln_status emit_persistent(cg_emitter *e, program *pr, const batch *b, c
         const int k = order[i];
         const member *m = &b->m[k];
         if (i && b->m[order[i - 1]].stage != m->stage) first = 0;
-        base_str_printf(s, "\n    {%lldu, %lldu, %du, %du, %du, %du, %du, %du}, /* group %d */", (long long)first,
+        base_str_printf(s, "\n    {%lldu, %lldu, %du, %du, %du, %du, %du, %du, %du}, /* group %d */", (long long)first,
                         (long long)(first + m->op.n_rtasks), w ? w->at[k] : 0, w ? w->at[k + 1] - w->at[k] : 0,
-                        call[k], m->op.block, k, m->op.tmap, m->grp->id);
+                        call[k], m->op.block, k, m->op.tmap, tiles[k] + 1, m->grp->id);
         tmaps |= m->op.tmap != 0;
         first += m->op.n_rtasks;
     }
     base_str_cat(s, "\n};\n");
     if (w && w->at[b->n] > 0) {
         base_str_printf(s, "static %s kg_dep kg_deps_%d[%d] = {", space, id, w->at[b->n]);
-        for (int i = 0; i < w->at[b->n]; i++)
-            base_str_printf(s, "%s{%du, %lldu}", !i ? "\n    " : i % 8 ? ", " : ",\n    ", w->dep[i],
-                            (long long)b->m[w->dep[i]].op.n_rtasks);
+        for (int i = 0, win = 0; i < w->at[b->n]; i++) {
+            const member *p = &b->m[w->dep[i]];
+            base_str_printf(s, "%s{%du, %lldu, %du}", !i ? "\n    " : i % 8 ? ", " : ",\n    ", w->dep[i],
+                            (long long)(w->read[i] >= 0 ? p->op.n_rtasks / p->op.tiles.tiles_m : p->op.n_rtasks),
+                            w->read[i] >= 0 ? ++win : 0);
+        }
         base_str_cat(s, "};\n");
+    }
+    if (n_tiles) {
+        base_str_printf(s, "/* div, tiles_m, tiles_n, group, bm, m, rows, per_row, step (kg_tiles.h) */\n"
+                           "static %s kg_tiles kg_tiles_%d[%d] = {", space, id, n_tiles);
+        for (int k = 0; k < b->n; k++) {
+            if (tiles[k] < 0) continue;
+            const cg_tiles *x = &b->m[k].op.tiles;
+            base_str_printf(s, "\n    {%lldu, %lldu, %lldu, %lldu, %lldu, %lldu, %du, %lldu, %du}, /* group %d */",
+                            (long long)x->div, (long long)x->tiles_m, (long long)x->tiles_n, (long long)x->group,
+                            (long long)x->bm, (long long)x->m, KILN_MAX(row_base[k], 0),
+                            (long long)(row_base[k] >= 0 ? b->m[k].op.n_rtasks / x->tiles_m : 0), step,
+                            b->m[k].grp->id);
+        }
+        base_str_cat(s, "\n};\n");
+    }
+    if (n_wins) {
+        base_str_printf(s, "/* tiles, h, w, oh, ow, sh, ph, kext (kg_tiles.h) */\n"
+                           "static %s kg_win kg_wins_%d[%d] = {", space, id, n_wins);
+        for (int k = 0; k < b->n; k++)
+            for (int i = w->at[k]; i < w->at[k + 1]; i++) {
+                if (w->read[i] < 0) continue;
+                const cg_rowread *r = &b->m[k].op.reads[w->read[i]];
+                base_str_printf(s, "\n    {%du, %lldu, %lldu, %lldu, %lldu, %lldu, %lldu, %lldu}, /* group %d reads group %d */",
+                                tiles[w->dep[i]], (long long)r->h, (long long)r->w, (long long)r->oh, (long long)r->ow,
+                                (long long)r->sh, (long long)r->ph, (long long)r->kext, b->m[k].grp->id,
+                                b->m[w->dep[i]].grp->id);
+            }
+        base_str_cat(s, "\n};\n");
     }
     if (values > 0) {
         base_str_printf(s, "/* the constants each member passes its shared body */\n"
@@ -1129,7 +1267,18 @@ static kiln_status emit_persistent(cg_emitter *e, program *pr, const batch *b, c
                         "                kg_tmap_prefetch(&kg_tmaps[m.tmap - 1u]);\n"
                         "                kg_tmap_prefetch(&kg_tmaps[m.tmap]);\n"
                         "            }\n");
-    if (w && w->at[b->n] > 0)
+    if (w && w->at[b->n] > 0 && n_wins)
+        base_str_printf(s,
+                        "            if (m.n_deps && m.tiles) {\n"
+                        "                const kg_row_waits rw = {kg_tiles_%d, kg_wins_%d, kg_rows_%d};\n"
+                        "                kg_wait_rows(c, %du, st - 1u, kg_done_%d, kg_deps_%d + m.deps, m.n_deps, &rw,\n"
+                        "                             &kg_tiles_%d[m.tiles - 1u], t - m.first);\n"
+                        "            } else if (m.n_deps) {\n"
+                        "                kg_wait_deps(c, %du, st - 1u, kg_done_%d, kg_deps_%d + m.deps, m.n_deps);\n"
+                        "            }\n"
+                        "            const kg_u64 kg_t1_ = m.n_deps ? kg_prof_clock(c) : kg_t0_;\n",
+                        id, id, id, launch, id, id, id, launch, id, id);
+    else if (w && w->at[b->n] > 0)
         base_str_printf(s,
                         "            if (m.n_deps) kg_wait_deps(c, %du, st - 1u, kg_done_%d, kg_deps_%d + m.deps, m.n_deps);\n"
                         "            const kg_u64 kg_t1_ = m.n_deps ? kg_prof_clock(c) : kg_t0_;\n",
@@ -1152,15 +1301,23 @@ static kiln_status emit_persistent(cg_emitter *e, program *pr, const batch *b, c
     /* a narrow rTask's block meets after it (kg_signal does where there are waits) */
     if (!w) base_str_cat(s, "            if (m.threads < blockDim.x) __syncthreads();\n");
     base_str_printf(s, "            kg_prof_rtask(c, %du + m.counter, kg_t0_, kg_t1_);\n", pr->prof_slots);
-    if (w) base_str_printf(s, "            kg_signal(kg_done_%d + m.counter);\n", id);
+    if (w && n_rows)
+        base_str_printf(s, "            if (m.tiles && kg_tiles_%d[m.tiles - 1u].per_row)\n"
+                           "                kg_signal_rows(kg_done_%d + m.counter, kg_rows_%d, &kg_tiles_%d[m.tiles - 1u], t - m.first);\n"
+                           "            else kg_signal(kg_done_%d + m.counter);\n",
+                        id, id, id, id, id);
+    else if (w) base_str_printf(s, "            kg_signal(kg_done_%d + m.counter);\n", id);
     base_str_cat(s, "        }\n");
     if (!w) base_str_printf(s, "        if (st + 1u < %du) kg_grid_sync(c, %du, st);\n", stages, launch);
     base_str_cat(s, "    }\n");
-    if (w) base_str_printf(s, "    kg_waits_exit(kg_done_%d, %du);\n", id, b->n);
+    if (w && n_rows)
+        base_str_printf(s, "    kg_waits_exit_rows(kg_done_%d, %du, kg_rows_%d, %lldu);\n", id, b->n, id, (long long)n_rows);
+    else if (w) base_str_printf(s, "    kg_waits_exit(kg_done_%d, %du);\n", id, b->n);
     else base_str_printf(s, "    kg_grid_exit(%du);\n", stages);
     base_str_cat(s, "}\n\n");
     base_free(order);
     base_free(differ);
+    base_free(tiles);
     return KILN_OK;
 }
 
@@ -1808,10 +1965,34 @@ static bool cuda_plan_by_wave(const char *schedule)
     return ok && (mono || waves);
 }
 
+/* --schedule=mono: a tile-row wait (plan_waits) lets a group's rTasks
+ * start while the groups before it still run, and a group that writes
+ * arena bytes an unfinished group still reads must wait for all of it
+ * instead; bytes held MONO_HOLD waves past their last reader leave those
+ * waits to groups far enough back to have finished. (ResNet-50: without,
+ * most convolutions wrote bytes their producer's producer had read.) */
+#define MONO_HOLD 3
+
+static int cuda_plan_hold(const char *schedule)
+{
+    bool mono = false, counters = false, unmerged, waves = false;
+    int block, per_sm;
+    base_diag d;
+    base_diag_init(&d);
+    bool ok = parse_schedule(schedule, &mono, &counters, &unmerged, &waves, &block, &per_sm, &d) == KILN_OK;
+    base_diag_free(&d);
+    if (!ok || !mono || !counters || !cg_env_is("KILN_MONO_ROWS", "1")) return 0;
+    const char *env = getenv("KILN_MONO_HOLD"); /* for experiments: another hold, 0 .. 64 */
+    char *end;
+    long hold = env ? strtol(env, &end, 10) : MONO_HOLD;
+    return env && (*end || hold < 0 || hold > 64) ? MONO_HOLD : (int)hold;
+}
+
 const target target_cuda = {
     .name = "cuda",
     .can_compile = cuda_can_compile,
     .patterns = PASS_PATTERN_ATTENTION | PASS_PATTERN_RMS_NORM,
     .build = cuda_build,
     .plan_by_wave = cuda_plan_by_wave,
+    .plan_hold = cuda_plan_hold,
 };

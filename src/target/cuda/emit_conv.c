@@ -758,6 +758,20 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
                 snprintf(ws, sizeof(ws), "kg_splitk_ws + %lld, kg_splitk_sem + %d", (long long)op->ws_at, op->sem_at);
             base_str_printf(&body, "    kg_conv_tc(&p, t, %d, %d, %d, %d, %d, %d, %d, %d, %d, %d, %s);\n", c->bm,
                             c->bn, c->bk, c->wm, c->wn, c->ks, c->st, da, sk, ops.tab, ws);
+            /* the rows its rTasks write and read, for a persistent kernel's
+             * tile-row waits (kg_conv_tile's order: down the tile rows) */
+            pass_epilogue ep;
+            if (yn && epilogue_of(grp, &ep)) {
+                cg_im2col v;
+                cg_conv_im2col(n, &v);
+                cg_tiles_set(op, grp->nodes[grp->n_nodes - 1]->out[0], g.k, sk, ceil_div(d.m, c->bm),
+                             ceil_div(d.n, c->bn), ceil_div(d.m, c->bm), c->bm, d.m);
+                if (xn) cg_rows_read(op, n->in[0], g.c, &v);
+                else cg_rows_other(op, n->in[0]);
+                if (rn) cg_rows_read(op, ep.residual, g.k, NULL);
+                else cg_rows_other(op, ep.residual);
+                cg_rows_other(op, ep.bias);
+            }
             snprintf(op->config, sizeof(op->config),
                      "kg_conv_tc %dx%dx%d, warp %dx%d, %d k-slices, %d stages, %d splits%s%s", c->bm, c->bn, c->bk,
                      c->wm, c->wn, c->ks, c->st, sk,

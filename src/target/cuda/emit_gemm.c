@@ -1040,6 +1040,20 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
               prewait ? "grid_dep" : NULL, op);
     op->block = cfg_threads(c);
     op->smem_bytes = cfg_smem(c);
+    /* the rows its rTasks write and read, for a persistent kernel's tile-row
+     * waits: tile (tm, tn) of kg_gemm_raster's order writes rows tm of C and
+     * reads those of a K-major A (of an im2col A, the window of x) and of
+     * the residual; a cluster pair's rTasks are one tile's two columns */
+    if (g->n_batch == 1 && c->kind != GEMM_GEMV) {
+        const int64_t pair = c->cn > 1 ? 2 : 1;
+        cg_tiles_set(op, g->y, g->n, c->splits * pair, cdiv(g->m, c->bm), cdiv(g->n, c->bn) / pair, 8, c->bm, g->m);
+        if (g->im2col == 1) cg_rows_read(op, g->a, g->cv.c, &g->cv);
+        else if (!g->im2col && !g->la) cg_rows_read(op, g->a, g->lda, NULL);
+        else cg_rows_other(op, g->a);
+        cg_rows_other(op, g->b);
+        if (g->ep.residual) cg_rows_read(op, g->ep.residual, g->n, NULL);
+        cg_rows_other(op, g->ep.bias);
+    }
     if (c->kind == GEMM_SIMT) snprintf(op->config, sizeof(op->config), "kg_gemm_simt %dx%d", c->bm, c->bn);
     else if (c->kind == GEMM_GEMV)
         snprintf(op->config, sizeof(op->config), "kg_gemm_gemv %d warps x %d columns", c->wm, c->wn);
