@@ -235,6 +235,31 @@ PY
     expect cse_run_check 0 "z                        pass" -- "$kiln" run "$tmp/repeats.onnx" --check
     expect cse_cuda_mono 0 "stages" -- "$kiln" compile "$tmp/repeats.onnx" -o "$tmp/repeats-cu.kiln" --target cuda \
         --precision fp16 --schedule mono
+    # tile-row waits (KILN_MONO_ROWS=1): in a chain of products each rTask
+    # of the second waits for the first's tile rows it reads (the rows of
+    # A), not for all of it; off by default, where it waits for all of it.
+    # The program, with its tile-row counters and windows, builds by NVRTC.
+    python3 - "$tmp/mmchain.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+ws = [numpy_helper.from_array(rng.standard_normal((64, 64)).astype(np.float32) / 8, n) for n in ("w1", "w2")]
+nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"]), helper.make_node("Relu", ["a"], ["r"]),
+         helper.make_node("MatMul", ["r", "w2"], ["y"])]
+g = helper.make_graph(nodes, "mmchain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [512, 64])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [512, 64])], ws)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect mono_rows_listing 0 "(the tile rows it reads)" -- sh -c "KILN_MONO_ROWS=1 '$kiln' inspect '$tmp/mmchain.onnx' \
+        --schedule mono --precision fp16"
+    expect mono_rows_off_by_default 0 "no tile-row waits" -- sh -c "'$kiln' inspect '$tmp/mmchain.onnx' \
+        --schedule mono --precision fp16 | grep -q 'tile rows' && echo found || echo 'no tile-row waits'"
+    expect mono_rows_build 0 "kg_wait_rows kg_waits_exit_rows" -- sh -c "KILN_MONO_ROWS=1 '$kiln' compile \
+        '$tmp/mmchain.onnx' --target cuda --precision fp16 --schedule mono -o '$tmp/mmchain.kiln' \
+        --emit-source '$tmp/mmchain_src' >/dev/null && grep -o 'kg_wait_rows\|kg_waits_exit_rows' \
+        '$tmp/mmchain_src/model.cu' | sort -u | tr '\n' ' '"
     # random ops in separate host segments draw from generators of their
     # own: z = u1 - u2 was all zeros when every segment started from one seed
     python3 - "$tmp/rl.onnx" <<'PY'
