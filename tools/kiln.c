@@ -226,7 +226,7 @@ static const char compile_help[] =
     "                         for the tile rows they read of the product or convolution\n"
     "                         before (tile-row waits), and arena bytes stay a value's 3 waves\n"
     "                         longer (KILN_MONO_HOLD=N: N); off by default: on an H100 they\n"
-    "                         made ResNet-50 40% and BERT b1 13% slower\n"
+    "                         made ResNet-50 33% and BERT b1 12% slower\n"
     "  KILN_MONO_NARROW=0     mono schedules: every rOperator built for the block's threads,\n"
     "                         instead of narrower ones (attention in fewer warps) whose rTasks\n"
     "                         the block's other threads skip\n"

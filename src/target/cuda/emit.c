@@ -769,7 +769,8 @@ void cg_tiles_set(cg_op *op, const ir_value *v, int64_t len, int64_t div, int64_
 {
     /* kg_tiles.h counts in 32 bits, and a tile row's rTasks must number the same */
     if (!v || len <= 0 || div <= 0 || tiles_m <= 0 || tiles_n <= 0 || group <= 0 || bm <= 0 || m <= 0 ||
-        m > UINT32_MAX || bm > UINT32_MAX || tiles_m * tiles_n > UINT32_MAX || (m + bm - 1) / bm != tiles_m ||
+        m > UINT32_MAX || bm > UINT32_MAX || tiles_m * tiles_n > UINT32_MAX || group * tiles_n > UINT32_MAX ||
+        (m + bm - 1) / bm != tiles_m ||
         op->n_rtasks % (div * tiles_m * tiles_n) != 0)
         return;
     op->tiles = (cg_tiles){.div = div, .tiles_m = tiles_m, .tiles_n = tiles_n, .group = group, .bm = bm, .m = m,
@@ -1119,15 +1120,10 @@ static kiln_status emit_persistent(cg_emitter *e, program *pr, const batch *b, c
         for (int k = 0; k < b->n; k++)
             if (b->m[k].stage == st) order[n_order++] = k;
 
-    /* the tables in constant memory, read through the constant cache into
-     * uniform registers, where they fit beside another kernel's (a 64 KB
-     * bank for the module); else in global memory. The shared bodies then
-     * know their constants are uniform: read from global memory, BERT's
-     * FFN2 body moved them into uniform registers 209 times (R2UR) and
-     * grew from 14.4 to 17.1 KB. */
     /* the tile-row waits' tables: a kg_tiles for each member that signals
-     * tile rows or waits on them (tiles[k]: its index, -1 none; producer[k]:
-     * whether it signals), a kg_win for each such wait, and the counters */
+     * tile rows or waits on them (tiles[k]: its index, -1 none; row_base[k]:
+     * its first counter when it signals, -1 when not), a kg_win for each
+     * such wait, and the counters */
     int *tiles = base_malloc(2 * (size_t)b->n * sizeof(int)), *row_base = tiles ? tiles + b->n : NULL;
     if (!tiles) {
         base_free(order);
@@ -1142,12 +1138,10 @@ static kiln_status emit_persistent(cg_emitter *e, program *pr, const batch *b, c
             n_wins++;
             row_base[w->dep[i]] = 0;
         }
-    /* KILN_MONO_ROWS_PAD=1 (an experiment): each counter on a 128-byte line of its own */
-    const int step = cg_env_is("KILN_MONO_ROWS_PAD", "1") ? 32 : 1;
     for (int k = 0; k < b->n; k++)
         if (row_base[k] == 0) {
             row_base[k] = (int)n_rows;
-            n_rows += b->m[k].op.tiles.tiles_m * step;
+            n_rows += b->m[k].op.tiles.tiles_m;
         }
     for (int k = 0; w && k < b->n; k++) {
         bool waits_rows = false;
@@ -1160,8 +1154,15 @@ static kiln_status emit_persistent(cg_emitter *e, program *pr, const batch *b, c
         base_free(tiles);
         return base_diag_add(e->d, KILN_ERR_UNSUPPORTED, "a persistent kernel of more than 2^31 tile rows");
     }
-    const int64_t table_bytes = (int64_t)stages * 16 + (int64_t)b->n * (48 + 8 * values) +
-                                (w ? 12 * w->at[b->n] : 0) + 36 * (int64_t)n_tiles + 32 * (int64_t)n_wins;
+    /* the tables in constant memory, read through the constant cache into
+     * uniform registers, where they fit beside another kernel's (a 64 KB
+     * bank for the module); else in global memory. The shared bodies then
+     * know their constants are uniform: read from global memory, BERT's
+     * FFN2 body moved them into uniform registers 209 times (R2UR) and
+     * grew from 14.4 to 17.1 KB. */
+    const int64_t table_bytes = (int64_t)stages * 16 + (int64_t)b->n * (32 + 8 * values) + (w ? 8 * w->at[b->n] : 0) +
+                                (n_wins ? 4 * ((int64_t)b->n + w->at[b->n]) + 32 * (int64_t)n_tiles + 32 * (int64_t)n_wins
+                                        : 0);
     const bool constant = pr->constant_bytes + table_bytes <= MONO_CONSTANT_BYTES;
     const char *space = constant ? "__constant__" : "__device__ const";
     if (constant) pr->constant_bytes += table_bytes;
@@ -1183,34 +1184,39 @@ static kiln_status emit_persistent(cg_emitter *e, program *pr, const batch *b, c
         const int k = order[i];
         const member *m = &b->m[k];
         if (i && b->m[order[i - 1]].stage != m->stage) first = 0;
-        base_str_printf(s, "\n    {%lldu, %lldu, %du, %du, %du, %du, %du, %du, %du}, /* group %d */", (long long)first,
+        base_str_printf(s, "\n    {%lldu, %lldu, %du, %du, %du, %du, %du, %du}, /* group %d */", (long long)first,
                         (long long)(first + m->op.n_rtasks), w ? w->at[k] : 0, w ? w->at[k + 1] - w->at[k] : 0,
-                        call[k], m->op.block, k, m->op.tmap, tiles[k] + 1, m->grp->id);
+                        call[k], m->op.block, k, m->op.tmap, m->grp->id);
         tmaps |= m->op.tmap != 0;
         first += m->op.n_rtasks;
     }
     base_str_cat(s, "\n};\n");
     if (w && w->at[b->n] > 0) {
         base_str_printf(s, "static %s kg_dep kg_deps_%d[%d] = {", space, id, w->at[b->n]);
-        for (int i = 0, win = 0; i < w->at[b->n]; i++) {
-            const member *p = &b->m[w->dep[i]];
-            base_str_printf(s, "%s{%du, %lldu, %du}", !i ? "\n    " : i % 8 ? ", " : ",\n    ", w->dep[i],
-                            (long long)(w->read[i] >= 0 ? p->op.n_rtasks / p->op.tiles.tiles_m : p->op.n_rtasks),
-                            w->read[i] >= 0 ? ++win : 0);
-        }
+        for (int i = 0; i < w->at[b->n]; i++)
+            base_str_printf(s, "%s{%du, %lldu}", !i ? "\n    " : i % 8 ? ", " : ",\n    ", w->dep[i],
+                            (long long)b->m[w->dep[i]].op.n_rtasks);
+        base_str_cat(s, "};\n");
+    }
+    if (n_wins) {
+        /* the tile-row waits' tables (kg.h kg_row_waits), in the order of kg_members and kg_deps */
+        base_str_printf(s, "static %s unsigned kg_mtiles_%d[%d] = {", space, id, b->n);
+        for (int i = 0; i < n_order; i++) base_str_printf(s, "%s%du", !i ? "" : i % 16 ? ", " : ",\n    ", tiles[order[i]] + 1);
+        base_str_printf(s, "};\nstatic %s unsigned kg_dwins_%d[%d] = {", space, id, w->at[b->n]);
+        for (int i = 0, win = 0; i < w->at[b->n]; i++)
+            base_str_printf(s, "%s%du", !i ? "" : i % 16 ? ", " : ",\n    ", w->read[i] >= 0 ? ++win : 0);
         base_str_cat(s, "};\n");
     }
     if (n_tiles) {
-        base_str_printf(s, "/* div, tiles_m, tiles_n, group, bm, m, rows, per_row, step (kg_tiles.h) */\n"
+        base_str_printf(s, "/* div, tiles_m, tiles_n, group, bm, m, rows, per_row (kg_tiles.h) */\n"
                            "static %s kg_tiles kg_tiles_%d[%d] = {", space, id, n_tiles);
         for (int k = 0; k < b->n; k++) {
             if (tiles[k] < 0) continue;
             const cg_tiles *x = &b->m[k].op.tiles;
-            base_str_printf(s, "\n    {%lldu, %lldu, %lldu, %lldu, %lldu, %lldu, %du, %lldu, %du}, /* group %d */",
+            base_str_printf(s, "\n    {%lldu, %lldu, %lldu, %lldu, %lldu, %lldu, %du, %lldu}, /* group %d */",
                             (long long)x->div, (long long)x->tiles_m, (long long)x->tiles_n, (long long)x->group,
                             (long long)x->bm, (long long)x->m, KILN_MAX(row_base[k], 0),
-                            (long long)(row_base[k] >= 0 ? b->m[k].op.n_rtasks / x->tiles_m : 0), step,
-                            b->m[k].grp->id);
+                            (long long)(row_base[k] >= 0 ? b->m[k].op.n_rtasks / x->tiles_m : 0), b->m[k].grp->id);
         }
         base_str_cat(s, "\n};\n");
     }
@@ -1269,15 +1275,16 @@ static kiln_status emit_persistent(cg_emitter *e, program *pr, const batch *b, c
                         "            }\n");
     if (w && w->at[b->n] > 0 && n_wins)
         base_str_printf(s,
-                        "            if (m.n_deps && m.tiles) {\n"
-                        "                const kg_row_waits rw = {kg_tiles_%d, kg_wins_%d, kg_rows_%d};\n"
+                        "            const unsigned mt = kg_mtiles_%d[i];\n"
+                        "            if (m.n_deps && mt) {\n"
+                        "                const kg_row_waits rw = {kg_tiles_%d, kg_wins_%d, kg_dwins_%d + m.deps, kg_rows_%d};\n"
                         "                kg_wait_rows(c, %du, st - 1u, kg_done_%d, kg_deps_%d + m.deps, m.n_deps, &rw,\n"
-                        "                             &kg_tiles_%d[m.tiles - 1u], t - m.first);\n"
+                        "                             &kg_tiles_%d[mt - 1u], t - m.first);\n"
                         "            } else if (m.n_deps) {\n"
                         "                kg_wait_deps(c, %du, st - 1u, kg_done_%d, kg_deps_%d + m.deps, m.n_deps);\n"
                         "            }\n"
                         "            const kg_u64 kg_t1_ = m.n_deps ? kg_prof_clock(c) : kg_t0_;\n",
-                        id, id, id, launch, id, id, id, launch, id, id);
+                        id, id, id, id, id, launch, id, id, id, launch, id, id);
     else if (w && w->at[b->n] > 0)
         base_str_printf(s,
                         "            if (m.n_deps) kg_wait_deps(c, %du, st - 1u, kg_done_%d, kg_deps_%d + m.deps, m.n_deps);\n"
@@ -1302,8 +1309,8 @@ static kiln_status emit_persistent(cg_emitter *e, program *pr, const batch *b, c
     if (!w) base_str_cat(s, "            if (m.threads < blockDim.x) __syncthreads();\n");
     base_str_printf(s, "            kg_prof_rtask(c, %du + m.counter, kg_t0_, kg_t1_);\n", pr->prof_slots);
     if (w && n_rows)
-        base_str_printf(s, "            if (m.tiles && kg_tiles_%d[m.tiles - 1u].per_row)\n"
-                           "                kg_signal_rows(kg_done_%d + m.counter, kg_rows_%d, &kg_tiles_%d[m.tiles - 1u], t - m.first);\n"
+        base_str_printf(s, "            if (mt && kg_tiles_%d[mt - 1u].per_row)\n"
+                           "                kg_signal_rows(kg_done_%d + m.counter, kg_rows_%d, &kg_tiles_%d[mt - 1u], t - m.first);\n"
                            "            else kg_signal(kg_done_%d + m.counter);\n",
                         id, id, id, id, id);
     else if (w) base_str_printf(s, "            kg_signal(kg_done_%d + m.counter);\n", id);
@@ -1985,7 +1992,7 @@ static int cuda_plan_hold(const char *schedule)
     const char *env = getenv("KILN_MONO_HOLD"); /* for experiments: another hold, 0 .. 64 */
     char *end;
     long hold = env ? strtol(env, &end, 10) : MONO_HOLD;
-    return env && (*end || hold < 0 || hold > 64) ? MONO_HOLD : (int)hold;
+    return env && (!*env || *end || hold < 0 || hold > 64) ? MONO_HOLD : (int)hold;
 }
 
 const target target_cuda = {

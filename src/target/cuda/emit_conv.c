@@ -771,6 +771,7 @@ static kiln_status emit_conv_cand(cg_emitter *e, const sched_group *grp, int can
                 if (rn) cg_rows_read(op, ep.residual, g.k, NULL);
                 else cg_rows_other(op, ep.residual);
                 cg_rows_other(op, ep.bias);
+                for (int i = 1; i < n->n_in; i++) cg_rows_other(op, n->in[i]); /* the weights, the bias */
             }
             snprintf(op->config, sizeof(op->config),
                      "kg_conv_tc %dx%dx%d, warp %dx%d, %d k-slices, %d stages, %d splits%s%s", c->bm, c->bn, c->bk,

@@ -374,21 +374,24 @@ typedef struct __align__(16) kg_member {
     unsigned threads;     /* the block's first `threads` run it (a narrow rOperator's early exit) */
     unsigned counter;     /* its completion counter and profile slot, counted from the kernel's first */
     unsigned tmap;        /* 0, or 1 + the first of the two tensor maps its rTasks copy with (kg_tmaps[]) */
-    unsigned tiles;       /* 0, or 1 + its kg_tiles (kg_tiles.h): its rTasks count themselves by tile row too */
 } kg_member;
 
 typedef struct kg_dep {
     unsigned counter; /* a member it waits for */
     unsigned rtasks;  /* until that member has finished this many rTasks: all of them */
-    unsigned win;     /* 0, or 1 + its kg_win: only the tile rows of that member the rTask reads, each
-                       * until all of the row's rTasks have finished */
 } kg_dep;
 
-/* A persistent kernel's tile-row waits (kg_tiles.h): its members' kg_tiles,
- * its windows and its tile-row counters. */
+/* A persistent kernel's tile-row waits (kg_tiles.h), where it has any:
+ * beside kg_members_<kernel>, kg_mtiles_<kernel> gives each member 0 or 1 +
+ * its kg_tiles (its rTasks count themselves by tile row too, or wait on
+ * tile rows); beside kg_deps_<kernel>, kg_dwins_<kernel> gives each wait 0,
+ * or 1 + its kg_win: only the tile rows of that member that the rTask
+ * reads, each until all of the row's rTasks have finished (its kg_dep's
+ * rtasks unused). */
 typedef struct kg_row_waits {
     const kg_tiles *tiles;
     const kg_win *wins;
+    const unsigned *dwins; /* the waiting member's, from its first wait on */
     const unsigned *rows;
 } kg_row_waits;
 
@@ -400,13 +403,13 @@ static __device__ __forceinline__ bool kg_wait_entry(const unsigned *done, const
                                                      unsigned e, const unsigned **p, unsigned *need)
 {
     for (unsigned j = 0; j < n; j++) {
-        if (rw && d[j].win) {
-            const kg_win *w = rw->wins + d[j].win - 1u;
+        if (rw && rw->dwins[j]) {
+            const kg_win *w = rw->wins + rw->dwins[j] - 1u;
             const kg_tiles *prod = rw->tiles + w->tiles;
             unsigned first, last;
             kg_win_rows(w, mine, prod, r, &first, &last);
             if (e <= last - first) {
-                *p = rw->rows + prod->rows + (first + e) * prod->step;
+                *p = rw->rows + prod->rows + first + e;
                 *need = prod->per_row;
                 return true;
             }
@@ -504,15 +507,20 @@ static __device__ __forceinline__ void kg_signal_rows(unsigned *done, unsigned *
     __syncthreads();
     if (threadIdx.x == 0) {
         asm volatile("fence.acq_rel.gpu;" ::: "memory");
-        asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(rows + x->rows + kg_tile_row(x, r) * x->step)
-                     : "memory");
+        asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(rows + x->rows + kg_tile_row(x, r)) : "memory");
         asm volatile("red.relaxed.gpu.global.add.u32 [%0], 1;" ::"l"(done) : "memory");
     }
 }
 
+/* The block's last signal (a release add by thread 0) is ordered before
+ * its arrival by a fence, and the last arrival before the zeroing: else a
+ * late add could land after the zero and count for the next launch. */
 static __device__ __noinline__ void kg_waits_exit(unsigned *done, unsigned n)
 {
-    if (threadIdx.x == 0 && atomicAdd(&kg_grid_bar, 1u) == gridDim.x - 1u) {
+    if (threadIdx.x != 0) return;
+    __threadfence();
+    if (atomicAdd(&kg_grid_bar, 1u) == gridDim.x - 1u) {
+        __threadfence();
         for (unsigned i = 0; i < n; i++) done[i] = 0u;
         atomicExch(&kg_grid_bar, 0u);
     }
@@ -520,14 +528,19 @@ static __device__ __noinline__ void kg_waits_exit(unsigned *done, unsigned n)
 
 /* kg_waits_exit of a kernel with tile-row counters: every thread calls it,
  * and the last block to leave puts the n member counters in done and the
- * n_rows tile-row counters in rows back to 0, all its threads storing. */
+ * n_rows tile-row counters in rows back to 0, all its threads storing.
+ * Each block's last counts (kg_signal_rows' relaxed adds) are ordered
+ * before its arrival, and the arrivals before the zeroing, by fences. */
 static __device__ __noinline__ void kg_waits_exit_rows(unsigned *done, unsigned n, unsigned *rows, unsigned n_rows)
 {
-    __shared__ unsigned last;
     __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(&kg_grid_bar, 1u) == gridDim.x - 1u;
-    __syncthreads();
-    if (!last) return;
+    bool mine = false;
+    if (threadIdx.x == 0) {
+        __threadfence();
+        mine = atomicAdd(&kg_grid_bar, 1u) == gridDim.x - 1u;
+        if (mine) __threadfence();
+    }
+    if (!__syncthreads_or(mine)) return;
     for (unsigned i = threadIdx.x; i < n; i += blockDim.x) done[i] = 0u;
     for (unsigned i = threadIdx.x; i < n_rows; i += blockDim.x) rows[i] = 0u;
     __syncthreads();

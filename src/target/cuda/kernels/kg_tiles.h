@@ -1,9 +1,10 @@
 /*
  * kg_tiles.h: which rows of a tensor an rTask of a product or convolution
- * writes and reads, for the row waits of a persistent kernel (emit.c
- * plan_waits, kg.h kg_wait_deps). Plain C: the generated code has it after
- * kg.h, and the compiler's unit tests include it to check it against the
- * templates' tile orders and a brute-force window.
+ * writes and reads, for the tile-row waits of a persistent kernel
+ * (KILN_MONO_ROWS=1; emit.c plan_waits, kg.h kg_wait_rows). Plain C: the
+ * generated code has it just before kg.h, whose waits take its types, and
+ * the compiler's unit tests include it to check it against the templates'
+ * tile orders and a brute-force window.
  *
  * A "row" is a row of a value's storage: a pixel of an NHWC activation
  * (its channels), a row of a row-major matrix. An rTask of a producer
@@ -32,8 +33,7 @@ typedef struct kg_tiles {
     unsigned bm;      /* rows a tile row holds */
     unsigned m;       /* rows */
     unsigned rows;    /* its first counter among the kernel's tile-row counters (kg_rows_<kernel>) */
-    unsigned per_row; /* rTasks a tile row has: each adds 1 to its counter */
-    unsigned step;    /* tile row tm's counter is rows + tm step */
+    unsigned per_row; /* rTasks a tile row has, each adding 1 to its counter (0: it counts none) */
 } kg_tiles;
 
 /* A consumer's wait on some tile rows of a producer: which rows its rTask
