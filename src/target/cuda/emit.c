@@ -855,7 +855,7 @@ static void waits_free(waits *w)
 
 /* The read of member k's (cg_op.reads) through which it depends on member
  * j only, so that it may wait for j's tile rows alone; -1 where there is
- * none (KILN_MONO_ROWS=0: never). */
+ * none, and always without KILN_MONO_ROWS=1 (off by default: slower). */
 static int row_read(const cg_emitter *e, const member *j, const member *k)
 {
     const cg_tiles *tj = &j->op.tiles;

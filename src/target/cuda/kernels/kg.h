@@ -395,7 +395,7 @@ typedef struct kg_row_waits {
     const unsigned *rows;
 } kg_row_waits;
 
-/* Counter e of a wait's list (kg_wait_deps_rows): its address and count
+/* Counter e of a wait's list (kg_wait_rows): its address and count
  * in *p and *need; false past the last. The counters are d's in order,
  * each window's tile rows in its place. */
 static __device__ __forceinline__ bool kg_wait_entry(const unsigned *done, const kg_dep *d, unsigned n,
@@ -434,10 +434,13 @@ static __device__ __forceinline__ bool kg_wait_entry(const unsigned *done, const
  * producer's tile rows it reads instead. The lanes of warp 0 poll, counter
  * e on lane e % 32, so that the counters are read at once rather than one
  * round trip after another (a thread's acquire loads wait for each other),
- * and a lane stops reading a counter once it has reached its count. */
-static __device__ __forceinline__ void kg_wait_deps_rows(const kiln_gctx *c, unsigned launch, unsigned stage,
-                                                         const unsigned *done, const kg_dep *d, unsigned n,
-                                                         const kg_row_waits *rw, const kg_tiles *mine, unsigned r)
+ * and a lane stops reading a counter once it has reached its count.
+ * Inlined into the persistent kernel's loop: out of line, where the tables
+ * come through generic pointers, ResNet-50 with tile-row waits took 563 us
+ * against 515 (H100). */
+static __device__ __forceinline__ void kg_wait_rows(const kiln_gctx *c, unsigned launch, unsigned stage,
+                                                    const unsigned *done, const kg_dep *d, unsigned n,
+                                                    const kg_row_waits *rw, const kg_tiles *mine, unsigned r)
 {
     if (threadIdx.x < 32) {
         const unsigned lane = threadIdx.x;
@@ -471,21 +474,10 @@ static __device__ __forceinline__ void kg_wait_deps_rows(const kiln_gctx *c, uns
     __syncthreads();
 }
 
-/* kg_wait_deps_rows for the members that wait on tile rows (kg_wait_deps
- * for the others). Inlined: out of line, where the tables come through
- * generic pointers, ResNet-50 with tile-row waits took 563 us against 515
- * (H100). */
-static __device__ __forceinline__ void kg_wait_rows(const kiln_gctx *c, unsigned launch, unsigned stage,
-                                                 const unsigned *done, const kg_dep *d, unsigned n,
-                                                 const kg_row_waits *rw, const kg_tiles *mine, unsigned r)
-{
-    kg_wait_deps_rows(c, launch, stage, done, d, n, rw, mine, r);
-}
-
 /* The block waits until each of the n counters in d has reached its count
  * (thread 0's acquire loads); uniform across the block. stage: the stage
- * before the waiting one, for the watchdog's fault. (d's windows are not
- * read: a member that waits on tile rows calls kg_wait_rows.) */
+ * before the waiting one, for the watchdog's fault. (A member that waits
+ * on tile rows calls kg_wait_rows instead.) */
 static __device__ __forceinline__ void kg_wait_deps(const kiln_gctx *c, unsigned launch, unsigned stage,
                                                     const unsigned *done, const kg_dep *d, unsigned n)
 {
