@@ -32,6 +32,7 @@
 #define KILN_TARGET_CUDA_IMPL_H
 
 #include "runtime/gprog.h"
+#include "target/cuda/kernels/kg_tiles.h"
 #include "target/target.h"
 
 /* Rows of values that an rOperator's rTasks write and read (kernels/kg_tiles.h),
@@ -47,9 +48,10 @@ typedef struct cg_tiles {
 typedef struct cg_rowread {
     const ir_value *v; /* read by rows, nothing else of it */
     int64_t len;
-    /* h 0: the rows the rTask's tile writes; else a convolution's NHWC input
-     * (kg_win): the image rows its output rows read */
-    int64_t h, w, oh, ow, sh, ph, kext;
+    /* win.h 0: the rows the rTask's tile writes; else a convolution's NHWC
+     * input: the image rows its output rows read (win.tiles: the producer's,
+     * set where the wait is emitted) */
+    kg_win win;
 } cg_rowread;
 
 #define CG_ROWREADS 3

@@ -788,14 +788,17 @@ void cg_rows_read(cg_op *op, const ir_value *v, int64_t len, const cg_im2col *co
     if (op->n_reads == CG_ROWREADS) return;
     cg_rowread *r = &op->reads[op->n_reads++];
     *r = (cg_rowread){.v = v, .len = len};
-    if (conv)
-        *r = (cg_rowread){.v = v, .len = len, .h = conv->h, .w = conv->w, .oh = conv->oh, .ow = conv->ow,
-                          .sh = conv->sh, .ph = conv->ph, .kext = (conv->kh - 1) * conv->dh};
+    if (!conv) return;
     /* kg_win_rows counts in 32 bits: rows of x and of the output, and each image's rows past its last */
-    if (conv && (conv->imgs <= 0 || conv->h <= 0 || conv->w <= 0 || conv->oh <= 0 || conv->ow <= 0 ||
-                 conv->sh <= 0 || conv->ph < 0 || r->kext < 0 || conv->imgs * conv->h * conv->w > UINT32_MAX ||
-                 conv->imgs * conv->oh * conv->ow > UINT32_MAX || conv->oh * conv->sh + r->kext > UINT32_MAX))
+    const int64_t kext = (conv->kh - 1) * conv->dh;
+    if (conv->imgs <= 0 || conv->h <= 0 || conv->w <= 0 || conv->oh <= 0 || conv->ow <= 0 || conv->sh <= 0 ||
+        conv->ph < 0 || kext < 0 || conv->imgs * conv->h * conv->w > UINT32_MAX ||
+        conv->imgs * conv->oh * conv->ow > UINT32_MAX || conv->oh * conv->sh + kext > UINT32_MAX)
         r->len = -1;
+    else
+        r->win = (kg_win){.h = (unsigned)conv->h, .w = (unsigned)conv->w, .oh = (unsigned)conv->oh,
+                          .ow = (unsigned)conv->ow, .sh = (unsigned)conv->sh, .ph = (unsigned)conv->ph,
+                          .kext = (unsigned)kext};
 }
 
 void cg_rows_other(cg_op *op, const ir_value *v)
@@ -855,11 +858,11 @@ static void waits_free(waits *w)
 
 /* The read of member k's (cg_op.reads) through which it depends on member
  * j only, so that it may wait for j's tile rows alone; -1 where there is
- * none, and always without KILN_MONO_ROWS=1 (off by default: slower). */
+ * none. */
 static int row_read(const cg_emitter *e, const member *j, const member *k)
 {
     const cg_tiles *tj = &j->op.tiles;
-    if (!tj->m || !k->op.tiles.m || cg_splitk_overlap(&j->op, &k->op) || !cg_env_is("KILN_MONO_ROWS", "1")) return -1;
+    if (!tj->m || !k->op.tiles.m || cg_splitk_overlap(&j->op, &k->op)) return -1;
     for (int r = 0; r < k->op.n_reads; r++) {
         const cg_rowread *rd = &k->op.reads[r];
         if (rd->v == tj->v)
@@ -877,6 +880,7 @@ static kiln_status plan_waits(cg_emitter *e, const batch *b, waits *w)
     w->dep = base_malloc((size_t)cap * sizeof(int));
     w->read = base_malloc((size_t)cap * sizeof(int));
     bool oom = !reach || !w->at || !w->dep || !w->read;
+    const bool rows = cg_env_is("KILN_MONO_ROWS", "1"); /* tile-row waits: off by default (slower) */
     for (int k = 0; k < n && !oom; k++) {
         uint64_t *rk = reach + (size_t)k * words;
         w->at[k] = used;
@@ -893,7 +897,7 @@ static kiln_status plan_waits(cg_emitter *e, const batch *b, waits *w)
                 if (oom) break;
                 cap *= 2;
             }
-            const int read = shared_ws ? -1 : row_read(e, &b->m[j], &b->m[k]);
+            const int read = rows && !shared_ws ? row_read(e, &b->m[j], &b->m[k]) : -1;
             w->read[used] = read;
             w->dep[used++] = j;
             if (read >= 0) continue; /* j is not all done when k's rTasks start */
@@ -1226,10 +1230,9 @@ static kiln_status emit_persistent(cg_emitter *e, program *pr, const batch *b, c
         for (int k = 0; k < b->n; k++)
             for (int i = w->at[k]; i < w->at[k + 1]; i++) {
                 if (w->read[i] < 0) continue;
-                const cg_rowread *r = &b->m[k].op.reads[w->read[i]];
-                base_str_printf(s, "\n    {%du, %lldu, %lldu, %lldu, %lldu, %lldu, %lldu, %lldu}, /* group %d reads group %d */",
-                                tiles[w->dep[i]], (long long)r->h, (long long)r->w, (long long)r->oh, (long long)r->ow,
-                                (long long)r->sh, (long long)r->ph, (long long)r->kext, b->m[k].grp->id,
+                const kg_win *r = &b->m[k].op.reads[w->read[i]].win;
+                base_str_printf(s, "\n    {%du, %uu, %uu, %uu, %uu, %uu, %uu, %uu}, /* group %d reads group %d */",
+                                tiles[w->dep[i]], r->h, r->w, r->oh, r->ow, r->sh, r->ph, r->kext, b->m[k].grp->id,
                                 b->m[w->dep[i]].grp->id);
             }
         base_str_cat(s, "\n};\n");
@@ -1961,15 +1964,24 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
 /* The mono schedules run a stage's groups at once, waves a wave's: arena
  * bytes that one group of them frees and another takes would make the
  * second wait for the first. */
-static bool cuda_plan_by_wave(const char *schedule)
+/* What a target hook needs of `schedule`: whether it is a mono one (and
+ * with counter waits) or waves; all false where it does not parse. */
+static void schedule_kind(const char *schedule, bool *mono, bool *counters, bool *waves)
 {
-    bool mono = false, counters, unmerged, waves = false;
+    bool unmerged;
     int block, per_sm;
     base_diag d;
     base_diag_init(&d);
-    bool ok = parse_schedule(schedule, &mono, &counters, &unmerged, &waves, &block, &per_sm, &d) == KILN_OK;
+    if (parse_schedule(schedule, mono, counters, &unmerged, waves, &block, &per_sm, &d) != KILN_OK)
+        *mono = *counters = *waves = false;
     base_diag_free(&d);
-    return ok && (mono || waves);
+}
+
+static bool cuda_plan_by_wave(const char *schedule)
+{
+    bool mono, counters, waves;
+    schedule_kind(schedule, &mono, &counters, &waves);
+    return mono || waves;
 }
 
 /* --schedule=mono: a tile-row wait (plan_waits) lets a group's rTasks
@@ -1982,13 +1994,9 @@ static bool cuda_plan_by_wave(const char *schedule)
 
 static int cuda_plan_hold(const char *schedule)
 {
-    bool mono = false, counters = false, unmerged, waves = false;
-    int block, per_sm;
-    base_diag d;
-    base_diag_init(&d);
-    bool ok = parse_schedule(schedule, &mono, &counters, &unmerged, &waves, &block, &per_sm, &d) == KILN_OK;
-    base_diag_free(&d);
-    if (!ok || !mono || !counters || !cg_env_is("KILN_MONO_ROWS", "1")) return 0;
+    bool mono, counters, waves;
+    schedule_kind(schedule, &mono, &counters, &waves);
+    if (!mono || !counters || !cg_env_is("KILN_MONO_ROWS", "1")) return 0;
     const char *env = getenv("KILN_MONO_HOLD"); /* for experiments: another hold, 0 .. 64 */
     char *end;
     long hold = env ? strtol(env, &end, 10) : MONO_HOLD;
