@@ -814,7 +814,8 @@ int main(int argc, char **argv)
         problem_of(s, &j->g);
         problem_tma(s, &j->g);
         j->n_cands = gemm_candidates(&j->g, &dv_gpu, false, j->cands);
-        j->heuristic = gemm_heuristic(&j->g, j->cands, j->n_cands, &dv_gpu, 0, false);
+        const cg_emitter he = {.gpu = dv_gpu}; /* the kernels schedule's fastest */
+        j->heuristic = gemm_heuristic(&he, &j->g, j->cands, j->n_cands);
         if (rank_only) {
             char hn[64];
             cfg_name(&j->cands[j->heuristic], hn, sizeof(hn));

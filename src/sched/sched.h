@@ -92,4 +92,15 @@ bool sched_group_depends(const ir_graph *g, const sched_program *p, const sched_
 bool sched_group_depends_via(const ir_graph *g, const sched_program *p, const sched_group *a, const sched_group *b,
                              const ir_value *v);
 
+/* A persistent kernel's stage deals its rTasks out round-robin: the
+ * stage's rTask t (its members' rTasks one after another, in member
+ * order) runs on block t % blocks, whenever the block gets to it, so a
+ * stage of more rTasks than blocks lasts as long as its busiest block
+ * (dispatch.c). load[0..blocks) holds each block's busy time so far;
+ * sched_stage_add adds n rTasks of `each` that follow `before` rTasks of
+ * the stage, and sched_stage_time is the stage's time were they added
+ * (load unchanged). */
+void sched_stage_add(double *load, int blocks, int64_t before, int64_t n, double each);
+double sched_stage_time(const double *load, int blocks, int64_t before, int64_t n, double each);
+
 #endif

@@ -823,6 +823,40 @@ PY
     # (after B's first copies: grid_dep 1); the Relu's and the Concat's keep it
     expect cuda_rtask_grid_dep 0 "3" -- grep -cE "op_[0-9]+\(c, t( - [0-9]+)?, 1\);" "$tmp/waves/model.cu"
     expect cuda_head_grid_dep 0 "2" -- grep -c "^    kg_grid_dep();" "$tmp/waves/model.cu"
+    # mono (fit_stage): two independent products in one stage, ResNet-50's
+    # last block's 1x1 convolution (196 x 512 x 1024, 44 rTasks) and its
+    # downsampling one (49 x 2048 x 1024), whose fastest tiles (128 rTasks in
+    # 2 splits) would leave 40 blocks two rTasks each: the second takes the
+    # tiles that end the stage soonest, 64 rTasks unsplit; KILN_MONO_FIT=0
+    # keeps the fastest
+    python3 - "$tmp/fit2.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+w = lambda name, k, n: numpy_helper.from_array((rng.standard_normal((k, n)) * 0.03).astype(np.float32), name)
+nodes = [helper.make_node("Tanh", ["x1"], ["h1"]), helper.make_node("Tanh", ["x2"], ["h2"]),
+         helper.make_node("MatMul", ["h1", "w1"], ["y1"]), helper.make_node("MatMul", ["h2", "w2"], ["y2"])]
+g = helper.make_graph(nodes, "fit2", [helper.make_tensor_value_info("x1", TensorProto.FLOAT, [196, 1024]),
+                                      helper.make_tensor_value_info("x2", TensorProto.FLOAT, [49, 1024])],
+                      [helper.make_tensor_value_info("y1", TensorProto.FLOAT, [196, 512]),
+                       helper.make_tensor_value_info("y2", TensorProto.FLOAT, [49, 2048])],
+                      [w("w1", 1024, 512), w("w2", 1024, 2048)])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_mono_fit_listed 0 "1 product fitted to its stage" -- "$kiln" inspect "$tmp/fit2.onnx" --schedule mono \
+        --precision fp16
+    expect cuda_mono_fit_tiles 0 "44 64" -- sh -c "'$kiln' inspect '$tmp/fit2.onnx' --schedule mono --precision fp16 \
+        | grep -A4 '^  stage 1' | grep 'rTasks' | grep -oE '[0-9]+ rTasks' | cut -d' ' -f1 | tr '\n' ' ' | sed 's/ $//'"
+    expect cuda_mono_fit_line 0 "fitted to its stage  [kg_gemm_wgt 64x32x64 (TMA), 12 stages, 1 splits]" -- \
+        "$kiln" inspect "$tmp/fit2.onnx" --schedule mono --precision fp16
+    expect cuda_mono_fit_off 0 "44 128 not fitted" -- sh -c "KILN_MONO_FIT=0 '$kiln' inspect '$tmp/fit2.onnx' \
+        --schedule mono --precision fp16 > '$tmp/fit2_off.txt' && grep -A4 '^  stage 1' '$tmp/fit2_off.txt' \
+        | grep -oE '[0-9]+ rTasks' | cut -d' ' -f1 | tr '\n' ' ' && (grep -q fitted '$tmp/fit2_off.txt' \
+        && echo fitted || echo 'not fitted')"
+    expect cuda_mono_fit_build 0 "1 product fitted" -- sh -c "'$kiln' compile '$tmp/fit2.onnx' -o '$tmp/fit2.kiln' \
+        --target cuda --precision fp16 --schedule mono 2>&1 | grep -o '1 product fitted'"
     # a product whose B some kernel writes (here a Relu) copies nothing early:
     # its kernel waits first
     python3 - "$tmp/actb.onnx" <<'PY'

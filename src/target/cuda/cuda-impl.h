@@ -68,6 +68,7 @@ typedef struct cg_op {
     int acc_regs;      /* registers a thread its template needs and ptxas cannot spill (warpgroup-MMA
                         * accumulators): a narrow op joins a wider block only where they fit; 0: any */
     double est_clk;    /* the cost model's time for the rTasks run alone, in SM clocks (0: no estimate) */
+    bool fitted;       /* mono: built for the room its stage left (emit.c, fit_stage), not as the fastest */
     bool wgmma;        /* its template issues warpgroup MMAs (sm_90a), which ptxas serializes across a call */
     bool prewait;      /* op_<id> takes CG_PRE_PARAM: may do griddepcontrol.wait inside the rTask */
     int tmap;          /* 0, or 1 + the first of the two tensor maps (kg_tmaps[]) its rTasks copy with */
@@ -139,6 +140,14 @@ typedef struct cg_emitter {
      * rKernel (least SM time: estimated time x multiprocessors held) instead
      * of the fastest, for a wave whose fastest rKernels overfill the GPU */
     bool wave_efficient;
+    /* mono schedules, while a product is built again for a stage its fastest
+     * rKernel overfills (emit.c, fit_stage): the busy clocks of the stage's
+     * stage_blocks blocks so far (sched_stage_add) and the rTasks before
+     * it there; the cost model then picks the rKernel that ends the stage
+     * soonest. NULL otherwise */
+    const double *stage_load;
+    int stage_blocks;
+    int64_t stage_before;
     /* mono schedules: the blocks of want_block threads resident on each
      * multiprocessor (the kernel-wide configuration), so n_sms * mono_per_sm
      * blocks run every stage; 0 in the kernels schedule */
@@ -188,6 +197,10 @@ const char *cg_type(kiln_dtype t);
 kiln_dtype cg_store(const cg_emitter *e, const ir_value *v);
 /* Whether v is a floating-point value (computed in float whatever its storage). */
 bool cg_is_float(kiln_dtype t);
+/* The time, in SM clocks, of the stage cg_emitter.stage_load describes
+ * were an rOperator of n_rtasks rTasks that the cost model gives est_clk
+ * (all of them, in rounds of the stage's blocks) added to it. */
+double cg_stage_time(const cg_emitter *e, int64_t n_rtasks, double est_clk);
 /* Whether environment variable `name` is set to exactly `value` (the
  * switches for experiments: KILN_MONO_NARROW=0, KILN_GEMM_CLUSTERS=1...). */
 bool cg_env_is(const char *name, const char *value);

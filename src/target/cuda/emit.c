@@ -472,6 +472,8 @@ typedef struct program {
     bool waves;            /* --schedule=waves: a kernel per wave of the group graph (emit_waves) */
     int wave_block;        /* waves: the threads a block of the wave kernel being formed */
     int n_waves, efficient_waves; /* waves: waves, and those that took the most efficient rKernels */
+    int fitted;            /* mono: products built for the room their stage left (fit_stage) */
+    bool fit;              /* mono: fit_stage on (KILN_MONO_FIT=0 turns it off) */
     int n_waits;           /* mono with waits: counters waited on, after the transitive reduction */
     int blocks_per_sm;     /* mono: resident blocks per multiprocessor each kernel is built for */
     int block;             /* mono: threads a block (cg_emitter.want_block) */
@@ -503,6 +505,9 @@ static void mono_counts(const program *pr, base_str *s)
     if (pr->waits) base_str_printf(s, ", replaced by waits on %d completion counters", pr->n_waits);
     int bodies, shared = cg_share_count(pr->share, &bodies);
     if (shared) base_str_printf(s, "; the code of %d rOperators in %d bodies", shared, bodies);
+    if (pr->fitted)
+        base_str_printf(s, "; %d product%s fitted to %s stage%s", pr->fitted, pr->fitted == 1 ? "" : "s",
+                        pr->fitted == 1 ? "its" : "their", pr->fitted == 1 ? "" : "s");
     base_str_printf(s, "; blocks of %d threads, %d a multiprocessor", pr->block, pr->blocks_per_sm);
 }
 
@@ -822,6 +827,19 @@ static int stage_for(const cg_emitter *e, const batch *b, const sched_group *grp
     return s;
 }
 
+/* An rOperator's rTasks' time each: est_clk spread over its rounds of
+ * `blocks` rTasks. */
+static double rtask_clk(int64_t n_rtasks, double est_clk, int blocks)
+{
+    return est_clk / (double)((n_rtasks + blocks - 1) / blocks);
+}
+
+double cg_stage_time(const cg_emitter *e, int64_t n_rtasks, double est_clk)
+{
+    return sched_stage_time(e->stage_load, e->stage_blocks, e->stage_before, n_rtasks,
+                            rtask_clk(n_rtasks, est_clk, e->stage_blocks));
+}
+
 /* "a | b | c" for a few groups of one stage, else "first .. last (N groups
  * in S stages)". */
 static void batch_label(const batch *b, int stages, base_str *s)
@@ -937,10 +955,10 @@ static void list_batch(program *pr, const batch *b, const waits *w, const cg_op 
             char narrow[64] = "";
             if (m->op.block < b->block)
                 snprintf(narrow, sizeof(narrow), ", on %d of the %d threads", m->op.block, b->block);
-            base_str_printf(l, "    group %-4d %-11s %7lld rTasks %6d B smem%s%s  %s%s%s%s\n", m->grp->id,
+            base_str_printf(l, "    group %-4d %-11s %7lld rTasks %6d B smem%s%s%s  %s%s%s%s\n", m->grp->id,
                             sched_group_kind_name(m->grp->kind), (long long)m->op.n_rtasks, m->op.smem_bytes,
-                            m->op.splitk ? ", split-K" : "", narrow, m->op.config[0] ? "[" : "", m->op.config,
-                            m->op.config[0] ? "]  " : "", m->grp->name);
+                            m->op.splitk ? ", split-K" : "", narrow, m->op.fitted ? ", fitted to its stage" : "",
+                            m->op.config[0] ? "[" : "", m->op.config, m->op.config[0] ? "]  " : "", m->grp->name);
             if (w && w->at[k + 1] > w->at[k]) {
                 base_str_cat(l, "                waits for group");
                 for (int i = w->at[k]; i < w->at[k + 1]; i++)
@@ -1401,6 +1419,78 @@ static kiln_status flush_batch(cg_emitter *e, program *pr, batch *b)
     return st;
 }
 
+/* Cuts e->code back to `start`, the tensor maps back to the first `tmaps`
+ * and the next split-K places back to ws_next and sem_next: what the
+ * rOperators emitted since then held, before they are built again. */
+static void rewind_code(cg_emitter *e, size_t start, int tmaps, int64_t ws_next, int sem_next)
+{
+    if (e->code.buf && start < e->code.len) {
+        e->code.len = start;
+        e->code.buf[start] = 0;
+    }
+    e->n_tmaps = tmaps;
+    e->splitk_ws_next = ws_next;
+    e->splitk_sem_next = sem_next;
+}
+
+/* Mono: a product whose fastest rKernel (op, its code from e->code's
+ * `start` on, with the tensor maps past `tmaps` and the split-K places
+ * from ws_next and sem_next) would give its stage more rTasks than the
+ * kernel has blocks is built again with the rKernel that ends the stage
+ * soonest, as the cost model sees the stage's blocks deal out its rTasks
+ * (sched_stage_time), and keeps it when that estimate is at least 3% lower
+ * and the stage the same. On ResNet-50 at batch 1 the last block's
+ * downsampling convolution (49 x 2048 x 1024) shares a stage with a 44-rTask
+ * convolution; its fastest tiles, 128 rTasks in 2 splits, kept 40 blocks busy
+ * for two rTasks. Only stages whose members all have estimates. */
+static kiln_status emit_code(cg_emitter *e, const sched_group *grp, cg_op *op);
+
+static kiln_status fit_stage(cg_emitter *e, program *pr, const batch *b, const sched_group *grp, cg_op *op,
+                             size_t start, int tmaps, int64_t ws_next, int sem_next)
+{
+    if (!pr->mono || pr->unmerged || !pr->fit || !b->n || op->est_clk <= 0 || op->cluster > 1 ||
+        kernel_block(pr, op) != b->block || b->m[0].op.cluster > 1 || (e->gemm_share && e->gemm_share[grp->id] > 1))
+        return KILN_OK;
+    const int blocks = (e->gpu.n_sms > 0 ? e->gpu.n_sms : 132) * KILN_MAX(1, e->mono_per_sm);
+    const int stage = stage_for(e, b, grp, op);
+    int64_t before = 0;
+    for (int k = 0; k < b->n; k++) {
+        if (b->m[k].stage != stage) continue;
+        if (b->m[k].op.est_clk <= 0) return KILN_OK; /* a member the cost model cannot time */
+        before += b->m[k].op.n_rtasks;
+    }
+    if (before == 0 || before + op->n_rtasks <= blocks) return KILN_OK;
+    double *load = base_calloc((size_t)blocks, sizeof(double));
+    if (!load) return base_diag_add(e->d, KILN_ERR_OOM, "out of memory fitting group '%s' to its stage", grp->name);
+    int64_t at = 0;
+    for (int k = 0; k < b->n; k++) {
+        const cg_op *o = &b->m[k].op;
+        if (b->m[k].stage != stage) continue;
+        sched_stage_add(load, blocks, at, o->n_rtasks, rtask_clk(o->n_rtasks, o->est_clk, blocks));
+        at += o->n_rtasks;
+    }
+    e->stage_load = load;
+    e->stage_blocks = blocks;
+    e->stage_before = before;
+    const double fastest = cg_stage_time(e, op->n_rtasks, op->est_clk);
+    cg_op fit;
+    rewind_code(e, start, tmaps, ws_next, sem_next);
+    kiln_status st = emit_code(e, grp, &fit);
+    const bool keep = st == KILN_OK && cg_stage_time(e, fit.n_rtasks, fit.est_clk) < 0.97 * fastest &&
+                      stage_for(e, b, grp, &fit) == stage && kernel_block(pr, &fit) == b->block;
+    e->stage_load = NULL;
+    base_free(load);
+    if (keep) {
+        fit.fitted = true;
+        *op = fit;
+        pr->fitted++;
+    } else if (st == KILN_OK) {
+        rewind_code(e, start, tmaps, ws_next, sem_next);
+        st = emit_code(e, grp, op);
+    }
+    return st;
+}
+
 /* proto: mono's prototype of op_<id>, its attribute (__noinline__, or
  * __forceinline__ for one inlined because of its warpgroup MMAs); NULL:
  * none (one share.c rewrote: its op_<id> calls a noinline body) */
@@ -1503,6 +1593,9 @@ static kiln_status emit_group(cg_emitter *e, program *pr, batch *b, target_outpu
 {
     cg_op op;
     const size_t start = e->code.len;
+    const int tmaps = e->n_tmaps;
+    const int64_t ws_next = e->splitk_ws_next;
+    const int sem_next = e->splitk_sem_next;
     e->site = grp->id;
     switch (grp->kind) {
     case SCHED_GROUP_ALIAS: base_str_printf(&e->code, "/* group %d (alias, no code): %s */\n\n", grp->id, grp->name); return KILN_OK;
@@ -1517,7 +1610,9 @@ static kiln_status emit_group(cg_emitter *e, program *pr, batch *b, target_outpu
                         grp->id, grp->name);
         return add_launch(e, pr, seg, NULL, grp->id, grp->name, false);
     }
-    default: KILN_TRY(emit_code(e, grp, &op));
+    default:
+        KILN_TRY(emit_code(e, grp, &op));
+        KILN_TRY(fit_stage(e, pr, b, grp, &op, start, tmaps, ws_next, sem_next));
     }
     /* warpgroup MMAs in a function the kernel calls run one after another
      * (ptxas C7510: "wgmma.mma_async instructions are serialized due to
@@ -1580,12 +1675,7 @@ static double wave_time(const cg_emitter *e, const wave_member *m, int n)
  * efficient rKernels. */
 static kiln_status build_wave(cg_emitter *e, wave_member *m, int n, size_t start, int tmaps, bool efficient)
 {
-    if (e->code.buf && start < e->code.len) {
-        e->code.len = start;
-        e->code.buf[start] = 0;
-    }
-    e->n_tmaps = tmaps;
-    e->splitk_ws_next = e->splitk_sem_next = 0; /* the previous wave's kernels are flushed: theirs run before */
+    rewind_code(e, start, tmaps, 0, 0); /* the previous wave's kernels are flushed: their split-K places run before */
     e->wave_efficient = efficient;
     kiln_status st = KILN_OK;
     for (int i = 0; i < n && st == KILN_OK; i++) st = emit_code(e, m[i].grp, &m[i].op);
@@ -1860,6 +1950,7 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
         pr.block = e.want_block;
         e.mono_per_sm = pr.blocks_per_sm;
         pr.inline_wgmma = cg_env_is("KILN_MONO_INLINE_WGMMA", "1");
+        pr.fit = !cg_env_is("KILN_MONO_FIT", "0");
         e.narrow_ok = !cg_env_is("KILN_MONO_NARROW", "0");
         /* every rOperator within its share of a multiprocessor's shared memory
          * (of which each resident block also costs 1 KB the system keeps) */

@@ -785,21 +785,25 @@ static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *
     return t_memory + fmax(fmax(t_compute, t_latency), t_ingest) + t_rounds + fixup;
 }
 
-/* The cost model's choice among cands[0..n): the fastest, or with
- * `efficient` the most efficient rKernel (Rammer's SelectRKernels): the
- * least estimated time x multiprocessors held. */
-static int gemm_heuristic(const gemm_problem *g, const gemm_cfg *cands, int n, const cg_gpu *gpu, int per_sm_blocks,
-                          bool efficient)
+/* The cost model's choice among cands[0..n): the fastest; with
+ * e->wave_efficient the most efficient rKernel (Rammer's SelectRKernels):
+ * the least estimated time x multiprocessors held; with e->stage_load the
+ * one that ends its persistent kernel's stage soonest (cg_stage_time),
+ * the fastest of those that end it alike. */
+static int gemm_heuristic(const cg_emitter *e, const gemm_problem *g, const gemm_cfg *cands, int n)
 {
-    const int n_sms = gpu->n_sms > 0 ? gpu->n_sms : 132;
+    const int n_sms = e->gpu.n_sms > 0 ? e->gpu.n_sms : 132;
     int best = 0;
-    double best_cost = 0;
+    double best_cost = 0, best_own = 0;
     for (int i = 0; i < n; i++) {
-        double cost = gemm_cost(g, &cands[i], gpu, per_sm_blocks);
-        if (efficient) cost *= (double)KILN_MIN(cfg_rtasks(g, &cands[i]), (int64_t)n_sms);
-        if (i == 0 || cost < best_cost * 0.999) {
+        double own = gemm_cost(g, &cands[i], &e->gpu, e->mono_per_sm), cost = own;
+        if (e->wave_efficient) cost *= (double)KILN_MIN(cfg_rtasks(g, &cands[i]), (int64_t)n_sms);
+        if (e->stage_load) cost = cg_stage_time(e, cfg_rtasks(g, &cands[i]), own);
+        bool tie = e->stage_load && cost <= best_cost * 1.001 && own < best_own * 0.999;
+        if (i == 0 || cost < best_cost * 0.999 || tie) {
             best = i;
             best_cost = cost;
+            best_own = own;
         }
     }
     return best;
@@ -1172,10 +1176,10 @@ kiln_status cg_emit_gemm(cg_emitter *e, const sched_group *grp, cg_op *op)
     int n = sized_candidates(&g, &e->gpu, e->want_block, cg_mono_regs(e), e->narrow_ok, share, cands);
     gemm_problem all = g;
     all.n_batch *= share;
-    /* a wave's most efficient rKernels are the cost model's, whatever the
-     * tuner measured alone */
-    int pick = gemm_heuristic(&all, cands, n, &e->gpu, e->mono_per_sm, e->wave_efficient);
-    if (!e->wave_efficient && n > 1) {
+    /* a wave's most efficient rKernels, and a stage's best fit, are the cost
+     * model's, whatever the tuner measured alone */
+    int pick = gemm_heuristic(e, &all, cands, n);
+    if (!e->wave_efficient && !e->stage_load && n > 1) {
         char key[512];
         gemm_key(&g, e->want_block, share, key, sizeof(key));
         cg_tune_key_cands(key, sizeof(key), cands, (size_t)n * sizeof(cands[0]));
