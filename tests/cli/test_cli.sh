@@ -1198,12 +1198,12 @@ PY
     expect cuda_conv_residual_nhwc 0 "4 products, 3 kg_conv_tc, pool of NHWC columns 1" -- python3 -c '
 import sys; t = open(sys.argv[1]).read()
 print("%d products, %d kg_conv_tc, pool of NHWC columns %d" % (t.count("[kg_gemm_"), t.count("[kg_conv_tc"),
-      t.count("[columns: x NHWC]  GlobalAveragePool")))' "$tmp/blocks.txt"
+      t.count("[columns: x NHWC, 8 threads a column]  GlobalAveragePool")))' "$tmp/blocks.txt"
     "$kiln" inspect "$tmp/blocks.onnx" --schedule mono --precision fp16 >"$tmp/blocks-mono.txt" 2>&1
     expect cuda_conv_residual_nhwc_mono 0 "0 products, 2 with an NHWC residual, pool of NHWC columns 1" -- python3 -c '
 import sys; t = open(sys.argv[1]).read()
 print("%d products, %d with an NHWC residual, pool of NHWC columns %d" % (t.count("[kg_gemm_"),
-      t.count(", NHWC residual]"), t.count("[columns: x NHWC]  GlobalAveragePool")))' "$tmp/blocks-mono.txt"
+      t.count(", NHWC residual]"), t.count("[columns: x NHWC, 8 threads a column]  GlobalAveragePool")))' "$tmp/blocks-mono.txt"
     # a product in a persistent kernel of 3 blocks of 256 threads a
     # multiprocessor (80 registers a thread) takes no warpgroup-MMA tile
     # whose accumulators need more: kg_gemm_wg 64x128 failed in ptxas

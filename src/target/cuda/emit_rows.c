@@ -263,12 +263,21 @@ static kiln_status emit_cols(cg_emitter *e, const sched_group *grp, const ir_nod
     base_str *s = &e->code;
     char px[160], py[160];
     /* the means: few columns (ResNet-50's 2048), each a chain of loads, so
-     * small blocks spread them over more multiprocessors */
-    const int block = e->want_block ? e->want_block : mean ? 64 : 256;
+     * a column's rows are split among `slices` threads (kg_cols_mean_rtask:
+     * at least 4 rows each, a warp's worth of columns at least) and the
+     * rTasks spread over more multiprocessors; a mean of fewer than 8 rows
+     * takes a thread a column in blocks of 64 */
+    const int block = e->want_block ? e->want_block : mean && len < 8 ? 64 : 256;
+    int slices = 1;
+    while (mean && 2 * slices * 32 <= block && len >= 8 * slices) slices *= 2;
     KILN_TRY(cg_need(e, "kg_rows.cuh"));
     cg_comment(s, grp);
-    base_str_printf(s, "/* %lld x %lld columns of %lld, a thread per column%s */\n", (long long)outer,
-                    (long long)inner, (long long)len, mean ? ", their means (x NHWC)" : "");
+    if (slices > 1)
+        base_str_printf(s, "/* %lld x %lld columns of %lld, their means (x NHWC), %d threads a column */\n",
+                        (long long)outer, (long long)inner, (long long)len, slices);
+    else
+        base_str_printf(s, "/* %lld x %lld columns of %lld, a thread per column%s */\n", (long long)outer,
+                        (long long)inner, (long long)len, mean ? ", their means (x NHWC)" : "");
     base_str_printf(s, "static __device__ void op_%d(const kiln_gctx *c, int t)\n{\n    kg_cols p;\n", grp->id);
     base_str_printf(s, "    p.x = %s;\n", cg_ptr(e, n->in[0], px, sizeof(px)));
     base_str_printf(s, "    p.y = %s;\n", cg_ptr(e, n->out[0], py, sizeof(py)));
@@ -278,9 +287,12 @@ static kiln_status emit_cols(cg_emitter *e, const sched_group *grp, const ir_nod
                     "    p.outer = %lldLL;\n    p.n = %lldLL;\n    p.inner = %lldLL;\n    p.log = %d;\n"
                     "    p.mean = %d;\n",
                     (long long)outer, (long long)len, (long long)inner, n->op == KILN_OP_LOG_SOFTMAX, mean);
-    base_str_cat(s, "    kg_cols_rtask(&p, t);\n}\n\n");
-    *op = (cg_op){.n_rtasks = cdiv(outer * inner, block), .block = block, .smem_bytes = 0};
-    if (mean) snprintf(op->config, sizeof op->config, "columns: x NHWC");
+    if (slices > 1) base_str_printf(s, "    kg_cols_mean_rtask(&p, t, %d, %d);\n}\n\n", block / slices, slices);
+    else base_str_cat(s, "    kg_cols_rtask(&p, t);\n}\n\n");
+    *op = (cg_op){.n_rtasks = cdiv(outer * inner, block / slices), .block = block,
+                  .smem_bytes = slices > 1 ? block * 4 : 0};
+    if (mean && slices > 1) snprintf(op->config, sizeof op->config, "columns: x NHWC, %d threads a column", slices);
+    else if (mean) snprintf(op->config, sizeof op->config, "columns: x NHWC");
     return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;
 }
 

@@ -541,6 +541,34 @@ typedef struct kg_cols {
     int log, mean;
 } kg_cols;
 
+/* The means of `cols` columns (p->mean, p->log 0) a block of cols x slices
+ * threads: thread (slice, c) sums rows slice, slice + slices, ... of column
+ * t cols + c, and the slices' sums meet in shared memory (cols x slices
+ * floats), slice 0's thread adding them in order. The mean of 49 pixels of
+ * ResNet-50's 2048 channels: a chain of 7 loads a thread instead of 49. */
+static __device__ __forceinline__ void kg_cols_mean_rtask(const kg_cols *p, int t, const int cols, const int slices)
+{
+    const int c = threadIdx.x % cols, slice = threadIdx.x / cols;
+    const kg_i64 col = (kg_i64)t * cols + c;
+    float *part = (float *)kg_smem;
+    float s = 0.0f, v;
+    if (col < p->outer * p->inner && slice < slices) {
+        kg_i64 o = col / p->inner, i = col - o * p->inner, base = o * p->n * p->inner + i;
+        for (kg_i64 k = slice; k < p->n; k += slices) {
+            kg_ld_n(p->x, base + k * p->inner, p->sx, 1, &v);
+            s += v;
+        }
+    }
+    if (slice < slices) part[threadIdx.x] = s;
+    kg_sync_n(cols * slices);
+    if (slice == 0 && col < p->outer * p->inner) {
+        for (int j = 1; j < slices; j++) s += part[j * cols + c];
+        s /= (float)p->n;
+        kg_st_n(p->y, col, p->sy, 1, &s);
+    }
+    kg_sync_n(cols * slices); /* the block's next rTask writes part again */
+}
+
 static __device__ __forceinline__ void kg_cols_rtask(const kg_cols *p, int t)
 {
     kg_i64 col = (kg_i64)t * blockDim.x + threadIdx.x;
