@@ -1160,6 +1160,41 @@ static void b_conv_chain(tc *c)
     tc_out(c, "s1");
 }
 
+/* Stems (ResNet-50's and GoogLeNet's 7x7 of stride 2 over 3 channels): a
+ * kernel 5 to 7 wide over NCHW x of few channels, which the cuda target
+ * gathers through its im2col table: windows that run off the image on
+ * either side or both, strides 1 to 3, dilation 2 along W on variant 2, a
+ * narrow image on variant 3, and x through a Relu (16-bit) on odd
+ * variants. */
+static void b_conv_stem(tc *c)
+{
+    conv_geo g = {.N = rdim(c, 1, 2), .C = rint_(c, 1, 4), .group = 1, .dh = 1};
+    g.S = rint_(c, 5, 7);
+    g.R = rint_(c, 0, 1) ? g.S : rint_(c, 1, 7);
+    g.dw = c->variant == 2 ? 2 : 1;
+    g.sh = rint_(c, 1, 3);
+    g.sw = rint_(c, 0, 1) ? g.sh : rint_(c, 1, 3);
+    for (int i = 0; i < 4; i++) g.pads[i] = rint_(c, 0, (i % 2 ? g.S : g.R) - 1);
+    g.H = rint_(c, 1, 30);
+    g.W = c->variant == 3 ? 1 : rint_(c, 1, 40);
+    g.K = rint_(c, 1, 72);
+    /* a window larger than the padded image: the image grows to hold one */
+    if (conv_out(g.H, g.R, g.sh, g.dh, g.pads[0], g.pads[2], NULL) < 1) g.H += g.R;
+    if (conv_out(g.W, g.S, g.sw, g.dw, g.pads[1], g.pads[3], NULL) < 1) g.W += (g.S - 1) * g.dw + 1;
+    g.OH = conv_out(g.H, g.R, g.sh, g.dh, g.pads[0], g.pads[2], NULL);
+    g.OW = conv_out(g.W, g.S, g.sw, g.dw, g.pads[1], g.pads[3], NULL);
+    conv_inputs(c, &g, true);
+    tc_const(c, "b", KILN_F32, 1, &g.K, G_NORMAL);
+    if (c->variant & 1) {
+        tc_node(c, "Relu", "x", "xr");
+        conv_node(c, &g, "xr", "b", "t");
+    } else {
+        conv_node(c, &g, "x", "b", "t");
+    }
+    tc_node(c, "Relu", "t", "y");
+    tc_out(c, "y");
+}
+
 /* Patch embeddings (ViT's 16x16 convolution of stride 16): kw, the W
  * stride, the leading W pad and W all multiples of 8, so the cuda target
  * gathers 8 elements a load (kg_conv_row_vec); on odd variants x passes
@@ -3331,6 +3366,7 @@ static const op_case case_table[] = {
     CASE("Conv/chain", b_conv_chain),
     CASE("Conv/nhwc_chain", b_conv_nhwc),
     CASE("Conv/patch_embedding", b_conv_patch),
+    CASE("Conv/stem", b_conv_stem),
     CASE("MatMul", b_matmul),
     CASE("MatMul/const_B", b_matmul_const),
     CASE("MatMul/long_K", b_matmul_long_k),
