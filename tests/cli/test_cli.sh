@@ -856,7 +856,7 @@ PY
         | grep -oE '[0-9]+ rTasks' | cut -d' ' -f1 | tr '\n' ' ' && (grep -q fitted '$tmp/fit2_off.txt' \
         && echo fitted || echo 'not fitted')"
     expect cuda_mono_fit_build 0 "1 product fitted" -- sh -c "'$kiln' compile '$tmp/fit2.onnx' -o '$tmp/fit2.kiln' \
-        --target cuda --precision fp16 --schedule mono 2>&1 | grep -o '1 product fitted'"
+        --target cuda --precision fp16 --schedule mono > '$tmp/fit2.log' 2>&1 && grep -o '1 product fitted' '$tmp/fit2.log'"
     # a product whose B some kernel writes (here a Relu) copies nothing early:
     # its kernel waits first
     python3 - "$tmp/actb.onnx" <<'PY'

@@ -1003,8 +1003,10 @@ static void b_conv_residual_nhwc(tc *c)
  * convolutions), as at the end of ResNet: only the pool reads r2. The
  * cuda target stores b0 and r2 NHWC (the last convolution a product with
  * an NHWC residual) and averages r2's columns, which it does for at least
- * 512 of them of at most 256 pixels (emit_conv.c gap_columns_ok). Two
- * images on odd variants; 1 x 1 pixels on variant 3. */
+ * 512 of them of at most 256 pixels (emit_conv.c gap_columns_ok), 1 to 36
+ * pixels a column here: 1 to 8 threads share one (emit_rows.c emit_cols),
+ * and the channels, 512 to 640 in eights, leave the last rTask's columns
+ * part empty. Two images on odd variants; 1 x 1 pixels on variant 3. */
 static void b_conv_pool_nhwc(tc *c)
 {
     int64_t n = c->variant % 2 ? 2 : 1, ch = 8 * rint_(c, 64, 80), c1 = 8 * rint_(c, 1, 6);

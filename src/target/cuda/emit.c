@@ -1433,18 +1433,22 @@ static void rewind_code(cg_emitter *e, size_t start, int tmaps, int64_t ws_next,
     e->splitk_sem_next = sem_next;
 }
 
+static kiln_status emit_code(cg_emitter *e, const sched_group *grp, cg_op *op);
+
 /* Mono: a product whose fastest rKernel (op, its code from e->code's
  * `start` on, with the tensor maps past `tmaps` and the split-K places
  * from ws_next and sem_next) would give its stage more rTasks than the
  * kernel has blocks is built again with the rKernel that ends the stage
  * soonest, as the cost model sees the stage's blocks deal out its rTasks
  * (sched_stage_time), and keeps it when that estimate is at least 3% lower
- * and the stage the same. On ResNet-50 at batch 1 the last block's
- * downsampling convolution (49 x 2048 x 1024) shares a stage with a 44-rTask
- * convolution; its fastest tiles, 128 rTasks in 2 splits, kept 40 blocks busy
- * for two rTasks. Only stages whose members all have estimates. */
-static kiln_status emit_code(cg_emitter *e, const sched_group *grp, cg_op *op);
-
+ * and the stage the same (else the fastest is built a third time, unless
+ * the second build is the same rKernel). On ResNet-50 at batch 1 each of
+ * the four downsampling convolutions shares a stage with its block's first
+ * convolution: the last (49 x 2048 x 1024) took 128 rTasks in 2 splits
+ * beside 44, which kept 40 blocks busy for two rTasks; the others 88 to 104
+ * beside 98 to 104. Only stages whose members all have estimates and none
+ * is priced with identical siblings (plan_gemm_share: its estimate is its
+ * share of theirs). A second build that fails leaves the fastest. */
 static kiln_status fit_stage(cg_emitter *e, program *pr, const batch *b, const sched_group *grp, cg_op *op,
                              size_t start, int tmaps, int64_t ws_next, int sem_next)
 {
@@ -1457,6 +1461,7 @@ static kiln_status fit_stage(cg_emitter *e, program *pr, const batch *b, const s
     for (int k = 0; k < b->n; k++) {
         if (b->m[k].stage != stage) continue;
         if (b->m[k].op.est_clk <= 0) return KILN_OK; /* a member the cost model cannot time */
+        if (e->gemm_share && e->gemm_share[b->m[k].grp->id] > 1) return KILN_OK;
         before += b->m[k].op.n_rtasks;
     }
     if (before == 0 || before + op->n_rtasks <= blocks) return KILN_OK;
@@ -1475,20 +1480,30 @@ static kiln_status fit_stage(cg_emitter *e, program *pr, const batch *b, const s
     const double fastest = cg_stage_time(e, op->n_rtasks, op->est_clk);
     cg_op fit;
     rewind_code(e, start, tmaps, ws_next, sem_next);
-    kiln_status st = emit_code(e, grp, &fit);
-    const bool keep = st == KILN_OK && cg_stage_time(e, fit.n_rtasks, fit.est_clk) < 0.97 * fastest &&
+    base_diag *saved = e->d, scratch;
+    base_diag_init(&scratch);
+    e->d = &scratch;
+    const bool built = emit_code(e, grp, &fit) == KILN_OK;
+    e->d = saved;
+    base_diag_free(&scratch);
+    const bool same = built && fit.n_rtasks == op->n_rtasks && strcmp(fit.config, op->config) == 0;
+    const bool keep = built && !same && fit.cluster < 2 &&
+                      cg_stage_time(e, fit.n_rtasks, fit.est_clk) < 0.97 * fastest &&
                       stage_for(e, b, grp, &fit) == stage && kernel_block(pr, &fit) == b->block;
     e->stage_load = NULL;
     base_free(load);
+    if (same) {
+        *op = fit;
+        return KILN_OK;
+    }
     if (keep) {
         fit.fitted = true;
         *op = fit;
         pr->fitted++;
-    } else if (st == KILN_OK) {
-        rewind_code(e, start, tmaps, ws_next, sem_next);
-        st = emit_code(e, grp, op);
+        return KILN_OK;
     }
-    return st;
+    rewind_code(e, start, tmaps, ws_next, sem_next);
+    return emit_code(e, grp, op);
 }
 
 /* proto: mono's prototype of op_<id>, its attribute (__noinline__, or

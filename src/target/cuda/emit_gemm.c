@@ -802,7 +802,7 @@ static int gemm_heuristic(const cg_emitter *e, const gemm_problem *g, const gemm
         bool tie = e->stage_load && cost <= best_cost * 1.001 && own < best_own * 0.999;
         if (i == 0 || cost < best_cost * 0.999 || tie) {
             best = i;
-            best_cost = cost;
+            best_cost = tie ? fmin(best_cost, cost) : cost; /* ties do not raise the bar */
             best_own = own;
         }
     }

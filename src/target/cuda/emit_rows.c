@@ -254,8 +254,10 @@ static kiln_status emit_plan(cg_emitter *e, const sched_group *grp, rows_plan *r
     return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;
 }
 
-/* Softmax on an inner axis, or GlobalAveragePool of an NHWC x (mean over
- * its pixels): one thread per (outer, inner) column. */
+/* Softmax on an inner axis: one thread per (outer, inner) column; or
+ * GlobalAveragePool of an NHWC x (mean over its pixels): a column's pixels
+ * among `slices` threads (kg_cols_mean_rtask), or one where there are
+ * fewer than 8. */
 static kiln_status emit_cols(cg_emitter *e, const sched_group *grp, const ir_node *n, int64_t outer, int64_t len,
                              int64_t inner, cg_op *op)
 {
@@ -264,9 +266,10 @@ static kiln_status emit_cols(cg_emitter *e, const sched_group *grp, const ir_nod
     char px[160], py[160];
     /* the means: few columns (ResNet-50's 2048), each a chain of loads, so
      * a column's rows are split among `slices` threads (kg_cols_mean_rtask:
-     * at least 4 rows each, a warp's worth of columns at least) and the
-     * rTasks spread over more multiprocessors; a mean of fewer than 8 rows
-     * takes a thread a column in blocks of 64 */
+     * at least 4 rows each, a warp's worth of columns at least: 8 threads
+     * in a block of 256) and the rTasks spread over more multiprocessors;
+     * a mean of fewer than 8 rows takes a thread a column (outside mono in
+     * blocks of 64) */
     const int block = e->want_block ? e->want_block : mean && len < 8 ? 64 : 256;
     int slices = 1;
     while (mean && 2 * slices * 32 <= block && len >= 8 * slices) slices *= 2;

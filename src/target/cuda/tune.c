@@ -943,8 +943,10 @@ void cg_tuner_close(cg_tuner *t)
  * compiles to changes, so that configurations timed before are not taken
  * for the model's best: 2 when convolutions became products in kernels of
  * one block a multiprocessor (ResNet-50's 256x1 went from 576 to 502 us on
- * an H100), which a timing of 256x3 and 256x1 before it would hide. */
-#define MONO_KEY_REVISION 2
+ * an H100), which a timing of 256x3 and 256x1 before it would hide; 3 when
+ * products were fitted to their stages (emit.c fit_stage) and
+ * GlobalAveragePool's columns shared among threads. */
+#define MONO_KEY_REVISION 3
 
 void target_cuda_mono_key(const sched_program *p, const char *schedule, const char *precision, char *key, size_t n)
 {

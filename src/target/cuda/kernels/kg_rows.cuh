@@ -530,9 +530,10 @@ static __device__ __forceinline__ void kg_rows_rtask_mono(const kg_rows *p, int 
 /* ---- softmax and mean along an inner axis (column mode) ---------------------------- */
 
 /* x viewed as [outer, n, inner], softmax over n (y as x), or with mean its
- * mean over n (y [outer, inner]: GlobalAveragePool of an NHWC x): thread
- * i of rTask t owns column t*blockDim.x + i of the outer*inner columns;
- * neighbouring threads read neighbouring elements. */
+ * mean over n (y [outer, inner]: GlobalAveragePool of an NHWC x). In
+ * kg_cols_rtask thread i of rTask t owns column t*blockDim.x + i of the
+ * outer*inner columns; kg_cols_mean_rtask shares a column among threads.
+ * Neighbouring threads read neighbouring elements. */
 typedef struct kg_cols {
     const void *x;
     void *y;
