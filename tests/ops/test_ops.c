@@ -1162,6 +1162,19 @@ static void b_conv_chain(tc *c)
     tc_out(c, "s1");
 }
 
+/* g's output size from its input's, then y = Conv(x, w, b) with w and b
+ * constants; on odd variants x passes through a Relu first, so that the
+ * convolution reads it in 16 bits. */
+static void conv_biased(tc *c, conv_geo *g, const char *y)
+{
+    g->OH = conv_out(g->H, g->R, g->sh, g->dh, g->pads[0], g->pads[2], NULL);
+    g->OW = conv_out(g->W, g->S, g->sw, g->dw, g->pads[1], g->pads[3], NULL);
+    conv_inputs(c, g, true);
+    tc_const(c, "b", KILN_F32, 1, &g->K, G_NORMAL);
+    if (c->variant & 1) tc_node(c, "Relu", "x", "xr");
+    conv_node(c, g, c->variant & 1 ? "xr" : "x", "b", y);
+}
+
 /* Stems (ResNet-50's and GoogLeNet's 7x7 of stride 2 over 3 channels): a
  * kernel 5 to 7 wide over NCHW x of few channels, which the cuda target
  * gathers through its im2col table: windows that run off the image on
@@ -1183,16 +1196,7 @@ static void b_conv_stem(tc *c)
     /* a window larger than the padded image: the image grows to hold one */
     if (conv_out(g.H, g.R, g.sh, g.dh, g.pads[0], g.pads[2], NULL) < 1) g.H += g.R;
     if (conv_out(g.W, g.S, g.sw, g.dw, g.pads[1], g.pads[3], NULL) < 1) g.W += (g.S - 1) * g.dw + 1;
-    g.OH = conv_out(g.H, g.R, g.sh, g.dh, g.pads[0], g.pads[2], NULL);
-    g.OW = conv_out(g.W, g.S, g.sw, g.dw, g.pads[1], g.pads[3], NULL);
-    conv_inputs(c, &g, true);
-    tc_const(c, "b", KILN_F32, 1, &g.K, G_NORMAL);
-    if (c->variant & 1) {
-        tc_node(c, "Relu", "x", "xr");
-        conv_node(c, &g, "xr", "b", "t");
-    } else {
-        conv_node(c, &g, "x", "b", "t");
-    }
+    conv_biased(c, &g, "t");
     tc_node(c, "Relu", "t", "y");
     tc_out(c, "y");
 }
@@ -1215,16 +1219,7 @@ static void b_conv_patch(tc *c)
     g.H = g.R + rint_(c, 0, c->variant == 3 ? 30 : 6);
     g.W = 8 * rint_(c, (g.S + 7) / 8, c->variant == 3 ? 28 : 5);
     g.K = rint_(c, 1, c->variant == 3 ? 72 : 20);
-    g.OH = conv_out(g.H, g.R, g.sh, g.dh, g.pads[0], g.pads[2], NULL);
-    g.OW = conv_out(g.W, g.S, g.sw, g.dw, g.pads[1], g.pads[3], NULL);
-    conv_inputs(c, &g, true);
-    tc_const(c, "b", KILN_F32, 1, &g.K, G_NORMAL);
-    if (c->variant & 1) {
-        tc_node(c, "Relu", "x", "xr");
-        conv_node(c, &g, "xr", "b", "y");
-    } else {
-        conv_node(c, &g, "x", "b", "y");
-    }
+    conv_biased(c, &g, "y");
     tc_out(c, "y");
 }
 
