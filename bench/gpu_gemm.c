@@ -551,7 +551,7 @@ static double time_kernel(device *dv, CUfunction fn, unsigned grid, unsigned blo
 static void cfg_name(const gemm_cfg *c, char *buf, size_t n)
 {
     if (c->kind == GEMM_SIMT) snprintf(buf, n, "simt %dx%d", c->bm, c->bn);
-    else if (c->kind == GEMM_GEMV) snprintf(buf, n, "gemv w%dx%d", c->wm, c->wn);
+    else if (c->kind == GEMM_GEMV) snprintf(buf, n, "gemv w%dx%d a%d", c->wm, c->wn, c->stages);
     else if (c->kind == GEMM_WG) snprintf(buf, n, "wg %dx%dx%d st%d", c->bm, c->bn, c->bk, c->stages);
     else {
         int len = c->kind == GEMM_WGT

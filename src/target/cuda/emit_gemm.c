@@ -366,12 +366,29 @@ static const gemm_cfg simt_table[] = {
  * blocks a multiprocessor would spill) and were slower on every shape of
  * bench/gpu_gemm (ResNet-50's fc 6.9 and 10.1 us against 4.4). */
 #define GEMV_COLS_MAX 2
+/* Its `stages` is how many of a lane's 8-element chunks of K (256 apart)
+ * it loads before their multiply-adds (gemv_ahead), at most GEMV_AHEAD_MAX
+ * (KG_GEMV_AHEAD_MAX). */
+#define GEMV_AHEAD_MAX 8
 static const gemm_cfg gemv_table[] = {
     {GEMM_GEMV, 1, 4, 256, 4, 1, 1, 1, 1, 0, 0},
     {GEMM_GEMV, 1, 8, 256, 4, 2, 1, 1, 1, 0, 0},
     {GEMM_GEMV, 1, 8, 256, 8, 1, 1, 1, 1, 0, 0},
     {GEMM_GEMV, 1, 16, 256, 8, 2, 1, 1, 1, 0, 0},
 };
+
+/* The chunks of K a lane of kg_gemm_gemv loads ahead for cols columns: a
+ * power of two covering K's (256 elements a chunk) up to GEMV_AHEAD_MAX,
+ * fewer where their floats ((cols + 1) 8 a chunk) and about 40 more would
+ * pass regs registers a thread (a persistent kernel of three 256-thread
+ * blocks a multiprocessor has 80). */
+static int gemv_ahead(int64_t k, int cols, int regs)
+{
+    int64_t chunks = (k + 255) / 256;
+    int ahead = 1;
+    while (ahead < GEMV_AHEAD_MAX && ahead < chunks && 40 + 2 * ahead * (cols + 1) * 8 <= regs) ahead *= 2;
+    return ahead;
+}
 
 /* Every table's tiles (the warpgroup ones twice: with and without TMA),
  * each but the matrix-vector ones also in every split (add_splits; the TMA
@@ -563,7 +580,11 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, bool persis
      * against 3.31; 8 rows re-read A for every column, kg_gemm_gemv) */
     if (g->m == 1 && g->la == 0 && g->lb == 0 && !g->im2col)
         for (int i = 0; i < (int)KILN_COUNT(gemv_table); i++)
-            if (cfg_rtasks(g, &gemv_table[i]) <= INT32_MAX) out[n++] = gemv_table[i];
+            if (cfg_rtasks(g, &gemv_table[i]) <= INT32_MAX) {
+                out[n] = gemv_table[i];
+                out[n].stages = gemv_ahead(g->k, out[n].wn, 255); /* sized_candidates narrows it */
+                n++;
+            }
     if (n == 0) out[n++] = g->tc ? tc_table[KILN_COUNT(tc_table) - 5] : simt_table[3]; /* 32 x 32 / 64 x 64 */
     return add_clusters(g, out, add_splits(g, gpu, persistent, out, n));
 }
@@ -612,6 +633,7 @@ static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_b
     if (!want_block && share < 2) return n;
     for (int i = 0; i < n; i++) {
         const int threads = cfg_threads(&out[i]);
+        if (out[i].kind == GEMM_GEMV) out[i].stages = gemv_ahead(g->k, out[i].wn, regs);
         bool sized = !want_block || threads == want_block || (narrow && cfg_narrow(&out[i]) && threads < want_block);
         if (sized && cfg_cluster(&out[i]) < 2 && fits_regs(&out[i], regs) && fits_share(g, &out[i], share))
             out[kept++] = out[i];
@@ -928,7 +950,7 @@ static void emit_call(base_str *s, const gemm_problem *g, const gemm_cfg *c, con
     if (c->kind == GEMM_SIMT) base_str_printf(s, "    kg_gemm_simt(&g, tm, tn, %d, %d);\n}\n\n", c->bm, c->bn);
     else if (c->kind == GEMM_GEMV) {
         KILN_ASSERT(c->wn >= 1 && c->wn <= GEMV_COLS_MAX);
-        base_str_printf(s, "    (void)tm;\n    kg_gemm_gemv(&g, tn, %d, %d);\n}\n\n", c->wm, c->wn);
+        base_str_printf(s, "    (void)tm;\n    kg_gemm_gemv(&g, tn, %d, %d, %d);\n}\n\n", c->wm, c->wn, c->stages);
     }
     else if (c->kind == GEMM_WGT)
         if (c->cn)
@@ -1060,7 +1082,8 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     }
     if (c->kind == GEMM_SIMT) snprintf(op->config, sizeof(op->config), "kg_gemm_simt %dx%d", c->bm, c->bn);
     else if (c->kind == GEMM_GEMV)
-        snprintf(op->config, sizeof(op->config), "kg_gemm_gemv %d warps x %d columns", c->wm, c->wn);
+        snprintf(op->config, sizeof(op->config), "kg_gemm_gemv %d warps x %d columns, %d chunks of K ahead", c->wm, c->wn,
+                 c->stages);
     else if (c->kind == GEMM_WGT) {
         int len = snprintf(op->config, sizeof(op->config), "kg_gemm_wgt%s %dx%dx64 (TMA%s), %d stages, %d splits",
                            c->cn ? "_ws" : "", c->bm, c->bn, !g->im2col ? "" : g->im2col == 1 ? ", im2col A" : ", im2col B",

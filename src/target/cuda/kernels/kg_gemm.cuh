@@ -1597,13 +1597,17 @@ static __device__ __forceinline__ void kg_gemm_simt(const kg_gemm_args *g, int t
  * work, each read once, so the template is a reduction, not a tiled MMA.
  * rTask tn's `warps` warps take `cols` columns each, j = (tn warps + warp)
  * cols on; a warp's lanes take K in 8-element chunks (lane 8 + 256 s),
- * every column's chunk loaded before its multiply-adds; each column is
+ * `ahead` of a lane's chunks of every column loaded before their
+ * multiply-adds (emit_gemm.c gemv_ahead: as many as the registers allow, up
+ * to K's; ResNet-50's fc, K 2048, had 2 in flight and its rTasks waited on
+ * 4 round trips, 5.4 us); each column is
  * summed across the lanes by shuffles and lane 0 stores it through the
  * epilogue. No shared memory; every GPU. (More rows re-read A for every
  * column: 8 x 3072 x 768 took 16.9 us against 4.2 for a kg_gemm_tc tile
  * on an H100.)
  */
-#define KG_GEMV_COLS_MAX 2 /* emit_gemm.c GEMV_COLS_MAX */
+#define KG_GEMV_COLS_MAX 2  /* emit_gemm.c GEMV_COLS_MAX */
+#define KG_GEMV_AHEAD_MAX 8 /* emit_gemm.c GEMV_AHEAD_MAX */
 
 /* Elements p[i .. i + 7] as floats, those at or past `left` as 0. */
 static __device__ __forceinline__ void kg_gemv_ld8(const void *p, kg_i64 i, int left, const int dt, float *v)
@@ -1616,26 +1620,37 @@ static __device__ __forceinline__ void kg_gemv_ld8(const void *p, kg_i64 i, int 
     for (int e = 0; e < 8; e++) v[e] = e < left ? kg_gemm_ldf(p, i + e, dt) : 0.0f;
 }
 
-static __device__ __forceinline__ void kg_gemm_gemv(const kg_gemm_args *g, int tn, const int warps, const int cols)
+static __device__ __forceinline__ void kg_gemm_gemv(const kg_gemm_args *g, int tn, const int warps, const int cols,
+                                                    const int ahead)
 {
     const int warp = (int)threadIdx.x >> 5, lane = (int)threadIdx.x & 31;
     const int j0 = (tn * warps + warp) * cols;
     float acc[KG_GEMV_COLS_MAX];
 #pragma unroll
     for (int c = 0; c < KG_GEMV_COLS_MAX; c++) acc[c] = 0.0f;
-#pragma unroll 2
-    for (int k = lane * 8; k < g->k; k += 256) {
-        float a[8], b[KG_GEMV_COLS_MAX][8];
+#pragma unroll 1
+    for (int k0 = lane * 8; k0 < g->k; k0 += 256 * ahead) {
+        float a[KG_GEMV_AHEAD_MAX][8], b[KG_GEMV_AHEAD_MAX][KG_GEMV_COLS_MAX][8];
 #pragma unroll
-        for (int c = 0; c < cols; c++) {
-            const int j = j0 + c < g->n ? j0 + c : g->n - 1; /* past n: a column read for nothing */
-            kg_gemv_ld8(g->b, (kg_i64)j * g->ldb + k, g->k - k, g->dt_b, b[c]);
+        for (int s = 0; s < ahead; s++) {
+            const int k = k0 + 256 * s;
+            if (k >= g->k) continue;
+#pragma unroll
+            for (int c = 0; c < cols; c++) {
+                const int j = j0 + c < g->n ? j0 + c : g->n - 1; /* past n: a column read for nothing */
+                kg_gemv_ld8(g->b, (kg_i64)j * g->ldb + k, g->k - k, g->dt_b, b[s][c]);
+            }
+            kg_gemv_ld8(g->a, k, g->k - k, g->dt_a, a[s]);
         }
-        kg_gemv_ld8(g->a, k, g->k - k, g->dt_a, a);
+        /* in k's order, as one chunk at a time would */
 #pragma unroll
-        for (int c = 0; c < cols; c++)
+        for (int s = 0; s < ahead; s++) {
+            if (k0 + 256 * s >= g->k) continue;
 #pragma unroll
-            for (int e = 0; e < 8; e++) acc[c] = fmaf(a[e], b[c][e], acc[c]);
+            for (int c = 0; c < cols; c++)
+#pragma unroll
+                for (int e = 0; e < 8; e++) acc[c] = fmaf(a[s][e], b[s][c][e], acc[c]);
+        }
     }
 #pragma unroll
     for (int c = 0; c < cols; c++) {
