@@ -381,12 +381,13 @@ static const gemm_cfg gemv_table[] = {
  * power of two covering K's (256 elements a chunk) up to GEMV_AHEAD_MAX,
  * fewer where their floats ((cols + 1) 8 a chunk) and about 40 more would
  * pass regs registers a thread (a persistent kernel of three 256-thread
- * blocks a multiprocessor has 80). */
+ * blocks a multiprocessor has 80), or 168 (128 floats: 8 chunks of one
+ * column, 4 of two), short of the 255 at which ptxas spills. */
 static int gemv_ahead(int64_t k, int cols, int regs)
 {
     int64_t chunks = (k + 255) / 256;
-    int ahead = 1;
-    while (ahead < GEMV_AHEAD_MAX && ahead < chunks && 40 + 2 * ahead * (cols + 1) * 8 <= regs) ahead *= 2;
+    int ahead = 1, room = KILN_MIN(regs, 168);
+    while (ahead < GEMV_AHEAD_MAX && ahead < chunks && 40 + 2 * ahead * (cols + 1) * 8 <= room) ahead *= 2;
     return ahead;
 }
 
