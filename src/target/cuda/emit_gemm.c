@@ -661,8 +661,10 @@ static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_b
     if (kept > 0) return kept;
     /* no tile of want_block threads: any within the registers, else any */
     n = gemm_candidates(g, gpu, true, out);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        if (out[i].kind == GEMM_GEMV) out[i].stages = gemv_ahead(g->k, out[i].wn, regs);
         if (fits_regs(&out[i], regs)) out[kept++] = out[i];
+    }
     return kept > 0 ? kept : n; /* none fits: out still holds all n */
 }
 
