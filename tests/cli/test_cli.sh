@@ -444,6 +444,31 @@ PY
     expect cuda_gemv_compiles 0 "kg_gemm_gemv(&g, tn, " -- sh -c "'$kiln' compile '$tmp/rows1.onnx' -o '$tmp/rows1.kiln' \
         --target cuda --precision fp16 --emit-source '$tmp/rows1src' >/dev/null 2>&1 && grep -o 'kg_gemm_gemv(&g, tn, ' \
         '$tmp/rows1src/model.cu'"
+    # a lane loads its chunks of K (256 elements apart) ahead of their
+    # multiply-adds, as many as K has (200: one) and the registers allow:
+    # ResNet-50's fc (K 2048) all 8 in the waves schedule, 2 in a
+    # persistent kernel of three 256-thread blocks a multiprocessor
+    python3 - "$tmp/rowsk.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+inits = [numpy_helper.from_array(rng.standard_normal((1000, 2048)).astype(np.float32), "b")]
+nodes = [helper.make_node("Gemm", ["a", "b"], ["g"], transB=1), helper.make_node("Relu", ["g"], ["y"])]
+g = helper.make_graph(nodes, "rowsk", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 2048])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_gemv_ahead_one 0 "columns, 1 chunk of K ahead]" -- "$kiln" inspect "$tmp/rows1.onnx" --schedule waves \
+        --precision fp16
+    expect cuda_gemv_ahead_all 0 "columns, 8 chunks of K ahead]" -- "$kiln" inspect "$tmp/rowsk.onnx" --schedule waves \
+        --precision fp16
+    expect cuda_gemv_ahead_regs 0 "columns, 2 chunks of K ahead]" -- "$kiln" inspect "$tmp/rowsk.onnx" \
+        --schedule mono:256x3 --precision fp16
+    expect cuda_gemv_ahead_compiles 0 "kg_gemm_gemv(&g, tn, 4, 1, 8);" -- sh -c "'$kiln' compile '$tmp/rowsk.onnx' \
+        -o '$tmp/rowsk.kiln' --target cuda --precision fp16 --emit-source '$tmp/rowsksrc' >/dev/null 2>&1 \
+        && grep -o 'kg_gemm_gemv(&g, tn, 4, 1, 8);' '$tmp/rowsksrc/model.cu'"
     # products taller than one 128-row tile (ViT's 197 rows, BERT b16's 2048):
     # one block of 256 threads a multiprocessor by default; BERT b1's 128
     # rows (mm.onnx below) keep one of 128; a large product of few rows

@@ -1085,8 +1085,8 @@ static kiln_status emit_op(cg_emitter *e, const sched_group *grp, const gemm_pro
     }
     if (c->kind == GEMM_SIMT) snprintf(op->config, sizeof(op->config), "kg_gemm_simt %dx%d", c->bm, c->bn);
     else if (c->kind == GEMM_GEMV)
-        snprintf(op->config, sizeof(op->config), "kg_gemm_gemv %d warps x %d columns, %d chunks of K ahead", c->wm, c->wn,
-                 c->stages);
+        snprintf(op->config, sizeof(op->config), "kg_gemm_gemv %d warps x %d columns, %d chunk%s of K ahead", c->wm,
+                 c->wn, c->stages, c->stages == 1 ? "" : "s");
     else if (c->kind == GEMM_WGT) {
         int len = snprintf(op->config, sizeof(op->config), "kg_gemm_wgt%s %dx%dx64 (TMA%s), %d stages, %d splits",
                            c->cn ? "_ws" : "", c->bm, c->bn, !g->im2col ? "" : g->im2col == 1 ? ", im2col A" : ", im2col B",
