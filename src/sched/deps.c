@@ -33,13 +33,19 @@ static bool touches(const ir_graph *g, const sched_program *p, ir_value *const *
     return false;
 }
 
+/* Whether b writes bytes that a reads or writes. */
+static bool overwrites(const ir_graph *g, const sched_program *p, const sched_group *a, const sched_group *b)
+{
+    for (int i = 0; i < b->n_out; i++)
+        if (touches(g, p, a->out, a->n_out, b->out[i]) || touches(g, p, a->in, a->n_in, b->out[i])) return true;
+    return false;
+}
+
 bool sched_group_depends(const ir_graph *g, const sched_program *p, const sched_group *a, const sched_group *b)
 {
     for (int i = 0; i < b->n_in; i++)
         if (touches(g, p, a->out, a->n_out, b->in[i])) return true;
-    for (int i = 0; i < b->n_out; i++)
-        if (touches(g, p, a->out, a->n_out, b->out[i]) || touches(g, p, a->in, a->n_in, b->out[i])) return true;
-    return false;
+    return overwrites(g, p, a, b);
 }
 
 bool sched_group_depends_via(const ir_graph *g, const sched_program *p, const sched_group *a, const sched_group *b,
@@ -50,7 +56,5 @@ bool sched_group_depends_via(const ir_graph *g, const sched_program *p, const sc
     if (!writes || !v || v->graph != g) return false;
     for (int i = 0; i < b->n_in; i++)
         if (b->in[i] != v && touches(g, p, a->out, a->n_out, b->in[i])) return false;
-    for (int i = 0; i < b->n_out; i++)
-        if (touches(g, p, a->out, a->n_out, b->out[i]) || touches(g, p, a->in, a->n_in, b->out[i])) return false;
-    return true;
+    return !overwrites(g, p, a, b);
 }
