@@ -10,8 +10,9 @@ generated model.cu with nvcc for one architecture, and reads the cubin's
 symbols (readelf): each kernel's code, and inside it each function it calls.
 Under the mono schedules those are the shared rOperator bodies (`opb_<k>`,
 share.c): the table says how many groups call each body and names the
-first. The kernel's own code (its stage loops, waits, signals and the
-calls) is the kernel's size less the functions in its section.
+first. The kernel's own code (its stage loops, waits, signals, the calls,
+and the bodies with warpgroup MMAs, which are inlined where the kernel
+calls them) is the kernel's size less the functions in its section.
 
 Why it matters: a persistent kernel runs each body once a layer on a block,
 so its code is fetched cold (docs/architecture.md, "Cold rTasks"); smaller

@@ -444,7 +444,8 @@ def ratio(peer, kiln_us):
 
 # MonoNN Fig. 12's steps, each a schedule (with gpu.py's variant suffixes:
 # +noilp turns context-aware ILP off, +cache the cache hints on, +wide the
-# narrow rOperators off, +inline the warpgroup-MMA rOperators inlined,
+# narrow rOperators off, +inline each warpgroup-MMA rOperator its own
+# inlined code, +called their shared bodies called instead of inlined,
 # +nofit each product the fastest tiles whatever its stage holds, through
 # kiln's environment)
 # (kiln's mono has the hints off unless KILN_MONO_CACHE=1, so the steps
@@ -456,14 +457,16 @@ ABLATION = (("mono-unmerged+noilp", "base: one persistent kernel, a barrier afte
             ("mono+cache", "+ completion-counter waits"),
             ("mono", "kiln's mono (the same without the cache hints)"))
 VARIANTS = {"noilp": ("KILN_MONO_ILP", "0"), "cache": ("KILN_MONO_CACHE", "1"), "wide": ("KILN_MONO_NARROW", "0"),
-            "inline": ("KILN_MONO_INLINE_WGMMA", "1"), "nofit": ("KILN_MONO_FIT", "0")}
+            "inline": ("KILN_MONO_INLINE_WGMMA", "1"), "called": ("KILN_MONO_INLINE_WGMMA", "0"),
+            "nofit": ("KILN_MONO_FIT", "0")}
 
 
 def split_schedule(s):
     """gpu.py's schedule name -> (kiln's --schedule, the environment its
     variant suffixes set): mono-unmerged+noilp -> mono-unmerged, KILN_MONO_ILP=0;
     +cache -> KILN_MONO_CACHE=1; +wide -> KILN_MONO_NARROW=0; +inline ->
-    KILN_MONO_INLINE_WGMMA=1; +nofit -> KILN_MONO_FIT=0."""
+    KILN_MONO_INLINE_WGMMA=1; +called -> KILN_MONO_INLINE_WGMMA=0; +nofit ->
+    KILN_MONO_FIT=0."""
     parts = s.split("+")
     return parts[0], dict(VARIANTS[v] for v in parts[1:])
 
@@ -632,8 +635,8 @@ def main():
     ap.add_argument("--schedule", default="waves",
                     help="kiln's schedule(s), comma-separated: kernels, waves, mono, mono-barriers, mono-unmerged, "
                          "the mono ones with a block configuration (mono:256x2) and the variants +noilp, "
-                         "+cache, +wide, +inline and +nofit (KILN_MONO_ILP=0, KILN_MONO_CACHE=1, "
-                         "KILN_MONO_NARROW=0, KILN_MONO_INLINE_WGMMA=1, KILN_MONO_FIT=0: "
+                         "+cache, +wide, +inline, +called and +nofit (KILN_MONO_ILP=0, KILN_MONO_CACHE=1, "
+                         "KILN_MONO_NARROW=0, KILN_MONO_INLINE_WGMMA=1, KILN_MONO_INLINE_WGMMA=0, KILN_MONO_FIT=0: "
                          "mono-unmerged+noilp); a table row each; "
                          "default waves, the compiler's")
     ap.add_argument("--tuning-db", help="kiln's tuning database (default: kiln's)")
@@ -668,9 +671,9 @@ def main():
             all(v in VARIANTS for v in suffixes) and not (suffixes and kind in ("kernels", "waves"))
     if not a.schedules or len(set(a.schedules)) != len(a.schedules) or not all(known(s) for s in a.schedules):
         ap.error("--schedule takes kernels, waves, mono, mono-barriers and/or mono-unmerged (the mono ones with kiln's :BLOCKxN, "
-                 "e.g. mono:256x2, and a mono one with +noilp, +cache, +wide, +inline and/or +nofit, which turn off "
-                 "context-aware ILP, on cache hints, off narrow rOperators, on inlined warpgroup MMAs and off "
-                 "stage-fitted tiles), comma-separated, each once")
+                 "e.g. mono:256x2, and a mono one with +noilp, +cache, +wide, +inline, +called and/or +nofit, which turn "
+                 "off context-aware ILP, on cache hints, off narrow rOperators, on unshared inlined warpgroup MMAs, "
+                 "on called (not inlined) warpgroup-MMA bodies and off stage-fitted tiles), comma-separated, each once")
     a.bundle = os.path.abspath(a.bundle)
     a.kiln = os.path.abspath(a.kiln) if a.kiln else os.path.join(a.bundle, "kiln")
     return run(a)

@@ -786,10 +786,17 @@ PY
         --precision fp16 | grep 'kg_gemm_simt' | grep -c 'on 32 of the 256 threads'"
     expect cuda_mono_simt_listed 0 "1" -- sh -c "'$kiln' inspect '$tmp/simt.onnx' --schedule mono:256x1 \
         --precision fp16 | grep -c 'kg_gemm_simt'"
-    # warpgroup-MMA rOperators are called (ptxas then serializes their MMAs)
-    # unless KILN_MONO_INLINE_WGMMA=1 inlines them
+    # warpgroup-MMA rOperators share a body that is inlined where the kernel
+    # calls it (called, ptxas would serialize their MMAs: KILN_MONO_INLINE_WGMMA=0);
+    # KILN_MONO_INLINE_WGMMA=1 gives each its own inlined code
     expect cuda_wgmma_called 0 "1" -- grep -cE "void op_1\(const kiln_gctx \*c, int t, int grid_dep\) \{ opb_[0-9]+\(c, t, grid_dep" \
         "$tmp/mm/model.cu"
+    expect cuda_wgmma_body_inline 0 "1" -- grep -c "^static __device__ __forceinline__ void opb_1(const kiln_gctx \*c, int t, int grid_dep" \
+        "$tmp/mm/model.cu"
+    expect cuda_wgmma_body_called_build 0 "stages" -- env KILN_MONO_INLINE_WGMMA=0 "$kiln" compile "$tmp/mm.onnx" \
+        -o "$tmp/mmc.kiln" --target cuda --precision fp16 --schedule mono:256x1 --emit-source "$tmp/mmc"
+    expect cuda_wgmma_body_called 0 "1" -- grep -c "^static __device__ __noinline__ void opb_1(const kiln_gctx \*c, int t, int grid_dep" \
+        "$tmp/mmc/model.cu"
     expect cuda_wgmma_inline_build 0 "stages" -- env KILN_MONO_INLINE_WGMMA=1 "$kiln" compile "$tmp/mm.onnx" \
         -o "$tmp/mmi.kiln" --target cuda --precision fp16 --schedule mono:256x1 --emit-source "$tmp/mmi"
     expect cuda_wgmma_inlined 0 "1" -- grep -c "^static __device__ __forceinline__ void op_1(const kiln_gctx \*c, int t, int grid_dep);" \
@@ -799,12 +806,13 @@ PY
         -o "$tmp/mmt.kiln" --target cuda --precision fp16 --schedule mono:256x1 --emit-source "$tmp/mmt"
     expect cuda_trace_gemm_defined 0 "1" -- grep -c "^#define KG_TRACE_GEMM 1" "$tmp/mmt/model.cu"
     expect cuda_trace_gemm_off 0 "0" -- sh -c "grep -c '^#define KG_TRACE_GEMM' '$tmp/mm/model.cu' || true"
-    # bench/code_size.py: the mono kernel's code, its one product body called by the one group
+    # bench/code_size.py: the mono kernel's code, its one called body (the
+    # Relu's; the product's is inlined into the kernel)
     expect code_size_body 0 "opb_" -- python3 "$(dirname "$0")/../../bench/code_size.py" "$tmp/mm.onnx" \
         --kiln "$kiln" --schedule mono:256x1 --json "$tmp/mm_size.json"
     expect code_size_json 0 "1 1" -- python3 -c "import json, sys; d = json.load(open(sys.argv[1])); \
 k = d['kernels'][0]; b = [f for f in k['functions'] if f['function'].startswith('opb_')]; \
-print(len(d['kernels']), b[0]['groups'] if b and 0 < k['own_bytes'] < k['bytes'] and b[0]['kind'] == 'gemm' else -1)" \
+print(len(d['kernels']), b[0]['groups'] if len(b) == 1 and 0 < k['own_bytes'] < k['bytes'] and b[0]['kind'] == 'ews' else -1)" \
         "$tmp/mm_size.json"
     expect code_size_no_model 1 "no model at" -- python3 "$(dirname "$0")/../../bench/code_size.py" "$tmp/none.onnx" \
         --kiln "$kiln"

@@ -53,10 +53,10 @@ static void teardown(fixture *f)
 
 /* Shares op `id`, appended at `start`; returns whether it was rewritten,
  * after checking that the call it reports agrees. */
-static bool share(fixture *f, int id, size_t start)
+static bool share_as(fixture *f, int id, size_t start, bool inline_body)
 {
     cg_share_call call = {.body = 7};
-    UNIT_CHECK_EQ_INT(cg_share_op(&f->e, f->sh, id, start, &call), KILN_OK);
+    UNIT_CHECK_EQ_INT(cg_share_op(&f->e, f->sh, id, start, inline_body, &call), KILN_OK);
     bool rewritten = call.body >= 0;
     if (rewritten) {
         /* op_<id> is now one line calling opb_<body> with these values */
@@ -70,6 +70,8 @@ static bool share(fixture *f, int id, size_t start)
     base_free(call.values);
     return rewritten;
 }
+
+static bool share(fixture *f, int id, size_t start) { return share_as(f, id, start, false); }
 
 /* Appends op `id` and shares it; returns whether it was rewritten. */
 static bool add(fixture *f, int id, int x, int w, int rows)
@@ -116,6 +118,25 @@ UNIT_TEST(share_identical_ops_call_one_body)
     UNIT_CHECK_STR_CONTAINS(code, "void op_9(const kiln_gctx *c, int t) { opb_3(c, t, 4096ull, 512ull, 1ull, KG_SITE_9); }");
     UNIT_CHECK_STR_CONTAINS(code, "/* group 9 (ews): Relu */"); /* each keeps its comment */
     expect_and_free(&f, 1, "opb_3(c, t, 4096ull", 2, 1);
+}
+
+/* A body with warpgroup MMAs (inline_body): written forceinline, so that
+ * the kernel's one call of it (its switch) inlines its one copy and ptxas
+ * keeps the MMAs' pipeline; the rOperators still share it. */
+UNIT_TEST(share_inline_body_is_forceinline)
+{
+    fixture f;
+    setup(&f);
+    size_t start = f.e.code.len;
+    append_op(&f.e.code, 3, 128, 0, 7);
+    UNIT_CHECK(share_as(&f, 3, start, true));
+    start = f.e.code.len;
+    append_op(&f.e.code, 9, 4096, 512, 7);
+    UNIT_CHECK(share_as(&f, 9, start, true));
+    const char *code = base_str_get(&f.e.code);
+    UNIT_CHECK_STR_CONTAINS(code, "static __device__ __forceinline__ void opb_3(const kiln_gctx *c, int t, kg_u64 kg_v0,");
+    UNIT_CHECK_STR_CONTAINS(code, "void op_9(const kiln_gctx *c, int t) { opb_3(c, t, 4096ull, 512ull, 1ull, KG_SITE_9); }");
+    expect_and_free(&f, 0, "opb_3(c, t, 4096ull", 2, 1);
 }
 
 UNIT_TEST(share_other_shapes_get_their_own_body)

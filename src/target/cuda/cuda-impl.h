@@ -248,7 +248,8 @@ void cg_kernel_head(base_str *s, const char *name, int block, int min_blocks, in
  * tensors' places (--schedule=mono). cg_share_op rewrites op_<id>, which
  * the emitter just appended to e->code at `start`, into a call of a shared
  * body with its constants as arguments; *call tells whether it did and
- * with what (a persistent kernel calls the body from its tables: emit.c). */
+ * with what (a persistent kernel calls the body from its tables: emit.c);
+ * inline_body writes a new body __forceinline__ instead of __noinline__. */
 typedef struct cg_share cg_share;
 typedef struct cg_share_call {
     int body;     /* op_<id> calls opb_<body>; -1: op_<id> was left as it is */
@@ -257,7 +258,7 @@ typedef struct cg_share_call {
 } cg_share_call;
 cg_share *cg_share_new(void); /* NULL when out of memory */
 void cg_share_free(cg_share *sh);
-kiln_status cg_share_op(cg_emitter *e, cg_share *sh, int id, size_t start, cg_share_call *call);
+kiln_status cg_share_op(cg_emitter *e, cg_share *sh, int id, size_t start, bool inline_body, cg_share_call *call);
 /* rOperators rewritten so far; *bodies: the distinct bodies among them. */
 int cg_share_count(const cg_share *sh, int *bodies);
 

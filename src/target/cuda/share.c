@@ -14,10 +14,14 @@
  * After an emitter writes op_<id>, cg_share_op rewrites it: those
  * constants become parameters kg_v0, kg_v1, ... of a noinline body
  * `opb_<k>`, written once for every rOperator whose body reads the same,
- * and op_<id> a forceinline call of it with its own constants. (Passed in
- * a table in global memory instead, they cost every kernel a dependent
- * load before its first address: BERT b1 in the kernels schedule ran 600
- * us against 481 on an H100; as arguments, in registers.)
+ * and op_<id> a forceinline call of it with its own constants. A body
+ * with warpgroup MMAs (inline_body) is __forceinline__ itself: ptxas
+ * serializes the MMAs of a called function (C7510), and a persistent
+ * kernel calls each body from one place, which then holds its one copy.
+ * (The constants passed in a table in global memory instead cost every
+ * kernel a dependent load before its first address: BERT b1 in the
+ * kernels schedule ran 600 us against 481 on an H100; as arguments, in
+ * registers.)
  * The constants are recognised where cg_ptr and the emitters print them:
  * "c->arena + N", "c->weights + N", "c->io[N]", "kg_tmaps[N]",
  * "KG_SITE_N", "kg_splitk_ws + N" and "kg_splitk_sem + N". Code with
@@ -117,7 +121,7 @@ static bool canonicalise(const char *fn, const char *name, base_str *canon, base
     return !canon->oom && !values->oom;
 }
 
-kiln_status cg_share_op(cg_emitter *e, cg_share *sh, int id, size_t start, cg_share_call *call)
+kiln_status cg_share_op(cg_emitter *e, cg_share *sh, int id, size_t start, bool inline_body, cg_share_call *call)
 {
     base_str *code = &e->code;
     *call = (cg_share_call){.body = -1};
@@ -179,8 +183,8 @@ kiln_status cg_share_op(cg_emitter *e, cg_share *sh, int id, size_t start, cg_sh
         if (b->users == 0) {
             base_str_printf(&out,
                             "/* the body of op_%d and of every rOperator that reads the same but for its constants "
-                            "(kg_v0, ...) */\nstatic __device__ __noinline__ void opb_%d(const kiln_gctx *c, int t%s",
-                            id, id, pre ? CG_PRE_PARAM : "");
+                            "(kg_v0, ...) */\nstatic __device__ %s void opb_%d(const kiln_gctx *c, int t%s",
+                            id, inline_body ? "__forceinline__" : "__noinline__", id, pre ? CG_PRE_PARAM : "");
             for (int i = 0; i < n_values; i++) base_str_printf(&out, ", kg_u64 kg_v%d", i);
             base_str_cat(&out, ")");
             base_str_cat(&out, base_str_get(&canon)); /* from just after op_<id>'s parameter list */

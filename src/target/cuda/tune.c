@@ -945,8 +945,10 @@ void cg_tuner_close(cg_tuner *t)
  * one block a multiprocessor (ResNet-50's 256x1 went from 576 to 502 us on
  * an H100), which a timing of 256x3 and 256x1 before it would hide; 3 when
  * products were fitted to their stages (emit.c fit_stage) and
- * GlobalAveragePool's columns shared among threads. */
-#define MONO_KEY_REVISION 3
+ * GlobalAveragePool's columns shared among threads; 4 when the shared
+ * bodies with warpgroup MMAs were inlined (share.c: BERT b1 532 -> 453 us
+ * on an H200). */
+#define MONO_KEY_REVISION 4
 
 void target_cuda_mono_key(const sched_program *p, const char *schedule, const char *precision, char *key, size_t n)
 {
