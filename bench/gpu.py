@@ -668,12 +668,14 @@ def main():
     def known(s):
         kind, suffixes = s.split("+")[0].split(":")[0], s.split("+")[1:]
         return kind in ("kernels", "waves", "mono", "mono-barriers", "mono-unmerged") and \
-            all(v in VARIANTS for v in suffixes) and not (suffixes and kind in ("kernels", "waves"))
+            all(v in VARIANTS for v in suffixes) and not (suffixes and kind in ("kernels", "waves")) and \
+            not ("inline" in suffixes and "called" in suffixes)  # both set KILN_MONO_INLINE_WGMMA
     if not a.schedules or len(set(a.schedules)) != len(a.schedules) or not all(known(s) for s in a.schedules):
         ap.error("--schedule takes kernels, waves, mono, mono-barriers and/or mono-unmerged (the mono ones with kiln's :BLOCKxN, "
                  "e.g. mono:256x2, and a mono one with +noilp, +cache, +wide, +inline, +called and/or +nofit, which turn "
                  "off context-aware ILP, on cache hints, off narrow rOperators, on unshared inlined warpgroup MMAs, "
-                 "on called (not inlined) warpgroup-MMA bodies and off stage-fitted tiles), comma-separated, each once")
+                 "on called (not inlined) warpgroup-MMA bodies and off stage-fitted tiles; not +inline with +called), "
+                 "comma-separated, each once")
     a.bundle = os.path.abspath(a.bundle)
     a.kiln = os.path.abspath(a.kiln) if a.kiln else os.path.join(a.bundle, "kiln")
     return run(a)

@@ -789,10 +789,12 @@ PY
     # warpgroup-MMA rOperators share a body that is inlined where the kernel
     # calls it (called, ptxas would serialize their MMAs: KILN_MONO_INLINE_WGMMA=0);
     # KILN_MONO_INLINE_WGMMA=1 gives each its own inlined code
-    expect cuda_wgmma_called 0 "1" -- grep -cE "void op_1\(const kiln_gctx \*c, int t, int grid_dep\) \{ opb_[0-9]+\(c, t, grid_dep" \
+    expect cuda_wgmma_shared 0 "1" -- grep -cE "void op_1\(const kiln_gctx \*c, int t, int grid_dep\) \{ opb_[0-9]+\(c, t, grid_dep" \
         "$tmp/mm/model.cu"
     expect cuda_wgmma_body_inline 0 "1" -- grep -c "^static __device__ __forceinline__ void opb_1(const kiln_gctx \*c, int t, int grid_dep" \
         "$tmp/mm/model.cu"
+    expect cuda_body_called 0 "1" -- grep -c "^static __device__ __noinline__ void opb_0(const kiln_gctx \*c, int t" \
+        "$tmp/mm/model.cu" # Relu's body: no warpgroup MMAs, called
     expect cuda_wgmma_body_called_build 0 "stages" -- env KILN_MONO_INLINE_WGMMA=0 "$kiln" compile "$tmp/mm.onnx" \
         -o "$tmp/mmc.kiln" --target cuda --precision fp16 --schedule mono:256x1 --emit-source "$tmp/mmc"
     expect cuda_wgmma_body_called 0 "1" -- grep -c "^static __device__ __noinline__ void opb_1(const kiln_gctx \*c, int t, int grid_dep" \

@@ -1509,7 +1509,7 @@ static kiln_status fit_stage(cg_emitter *e, program *pr, const batch *b, const s
 
 /* proto: mono's prototype of op_<id>, its attribute (__noinline__, or
  * __forceinline__ for one inlined because of its warpgroup MMAs); NULL:
- * none (one share.c rewrote: its op_<id> calls a noinline body) */
+ * none (one share.c rewrote: its op_<id> calls a shared body) */
 static kiln_status add_member(cg_emitter *e, program *pr, batch *b, const sched_group *grp, const cg_op *op,
                               const char *proto, const cg_share_call *call)
 {
@@ -1635,7 +1635,8 @@ static kiln_status emit_group(cg_emitter *e, program *pr, batch *b, target_outpu
      * wgmma pipeline crossing function boundary"), so a shared body with
      * them is __forceinline__: a persistent kernel calls each body from one
      * case of its switch, which then holds its one copy (the code the same
-     * size, no C7510; H200, fp16, outputs bit-identical: ResNet-50 371 ->
+     * size, no C7510; a kernel of one stage inlines it for each member that
+     * calls it; H200, fp16, outputs bit-identical: ResNet-50 371 ->
      * 321 us, BERT b1 532 -> 453, ViT-B/16 616 -> 536, BERT b16 1577 ->
      * 1382). KILN_MONO_INLINE_WGMMA=0 calls it as before; =1 gives each
      * such rOperator its own code, inlined (ViT-B/16's mono kernel: 1.3 MB
