@@ -1305,7 +1305,7 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
 #endif
     const int bk = 64, n_warps = bm / 64 * 4, n_threads = n_warps * 32;
     const int a_bytes = bm * bk * 2, b_bytes = bn * bk * 2;
-    const int wg = threadIdx.x >> 7, wq = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
+    const int wg = threadIdx.x >> 7, lane = threadIdx.x & 31;
     const int m0 = tm * bm, n0 = tn * bn;
     /* this split's k-tiles kt0 .. kt0 + k_tiles - 1 (all of them when splits == 1) */
     const int k_all = (g->k + bk - 1) / bk, k_per = (k_all + g->splits - 1) / g->splits;
