@@ -531,8 +531,9 @@ static int add_clusters(const gemm_problem *g, gemm_cfg *cands, int n)
  * first, when the operands allow it: the 64-deep ones of the same table),
  * and of the mma.sync ones only those smaller than 128 x 128 (for small
  * problems). Deterministic: the tuner's candidate indices refer to this
- * list. persistent: add_splits'. */
-static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, bool persistent, gemm_cfg *out)
+ * list. persistent: add_splits'; regs: the registers a thread has, which
+ * size the matrix-vector tiles' chunks loaded ahead (gemv_ahead). */
+static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, bool persistent, int regs, gemm_cfg *out)
 {
     const gemm_cfg *tables[4] = {simt_table, NULL, NULL, NULL};
     int sizes[4] = {(int)KILN_COUNT(simt_table), 0, 0, 0}, n = 0;
@@ -583,7 +584,7 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, bool persis
         for (int i = 0; i < (int)KILN_COUNT(gemv_table); i++)
             if (cfg_rtasks(g, &gemv_table[i]) <= INT32_MAX) {
                 out[n] = gemv_table[i];
-                out[n].stages = gemv_ahead(g->k, out[n].wn, 255); /* sized_candidates narrows it */
+                out[n].stages = gemv_ahead(g->k, out[n].wn, regs);
                 n++;
             }
     if (n == 0) out[n++] = g->tc ? tc_table[KILN_COUNT(tc_table) - 5] : simt_table[3]; /* 32 x 32 / 64 x 64 */
@@ -630,17 +631,16 @@ static bool fits_share(const gemm_problem *g, const gemm_cfg *c, int share)
 static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_block, int regs, bool narrow,
                             int share, gemm_cfg *out)
 {
-    int n = gemm_candidates(g, gpu, want_block > 0, out), kept = 0;
+    int n = gemm_candidates(g, gpu, want_block > 0, regs, out), kept = 0;
     if (!want_block && share < 2) return n;
     for (int i = 0; i < n; i++) {
         const int threads = cfg_threads(&out[i]);
-        if (out[i].kind == GEMM_GEMV) out[i].stages = gemv_ahead(g->k, out[i].wn, regs);
         bool sized = !want_block || threads == want_block || (narrow && cfg_narrow(&out[i]) && threads < want_block);
         if (sized && cfg_cluster(&out[i]) < 2 && fits_regs(&out[i], regs) && fits_share(g, &out[i], share))
             out[kept++] = out[i];
     }
     if (kept > 0) return kept;
-    if (!want_block) return gemm_candidates(g, gpu, false, out); /* only clusters fit: share nothing */
+    if (!want_block) return gemm_candidates(g, gpu, false, regs, out); /* only clusters fit: share nothing */
     const gemm_cfg *tables[2] = {simt_table, NULL};
     int sizes[2] = {(int)KILN_COUNT(simt_table), 0};
     if (g->tc) {
@@ -660,11 +660,9 @@ static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_b
         }
     if (kept > 0) return kept;
     /* no tile of want_block threads: any within the registers, else any */
-    n = gemm_candidates(g, gpu, true, out);
-    for (int i = 0; i < n; i++) {
-        if (out[i].kind == GEMM_GEMV) out[i].stages = gemv_ahead(g->k, out[i].wn, regs);
+    n = gemm_candidates(g, gpu, true, regs, out);
+    for (int i = 0; i < n; i++)
         if (fits_regs(&out[i], regs)) out[kept++] = out[i];
-    }
     return kept > 0 ? kept : n; /* none fits: out still holds all n */
 }
 
