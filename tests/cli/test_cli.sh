@@ -666,6 +666,23 @@ PY
         --precision fp16 | grep -c ' 384 rTasks  *[0-9]* B smem  \[kg_att_mma, 4 warps\]'"
     expect cuda_att_key_groups_b16_mono 0 "1" -- sh -c "'$kiln' inspect '$tmp/att16.onnx' --schedule mono:256x2 \
         --precision fp16 | grep -c ' 384 rTasks  *[0-9]* B smem  \[kg_att_mma, 4 warps x 2 key groups\]'"
+    # ... unless there are tiles enough for two a block side by side, each on
+    # its own 4 warps (emit_attention.c plan_units): 384 tiles, 132 blocks
+    # of 256 threads
+    expect cuda_att_units_b16_mono 0 "1" -- sh -c "'$kiln' inspect '$tmp/att16.onnx' --schedule mono:256x1 \
+        --precision fp16 | grep -c ' 192 rTasks  *[0-9]* B smem  \[kg_att_mma, 4 warps, 2 query tiles an rTask\]'"
+    expect cuda_att_units_off 0 "1" -- sh -c "KILN_ATT_UNITS=1 '$kiln' inspect '$tmp/att16.onnx' --schedule mono:256x1 \
+        --precision fp16 | grep -c ' 384 rTasks  *[0-9]* B smem  \[kg_att_mma, 4 warps x 2 key groups\]'"
+    expect cuda_att_units_source 0 "1" -- sh -c "'$kiln' compile '$tmp/att16.onnx' -o '$tmp/att16u.kiln' --target cuda \
+        --precision fp16 --schedule mono:256x1 --quiet --emit-source '$tmp/att16u_src' \
+        && grep -c '^    kg_att_mma_rtask(&p, t, 2);' '$tmp/att16u_src/model.cu'"
+    # three units of one query warp x 2 key groups: a narrow rTask (192 of
+    # 256 threads), named barriers 2 .. 4, the groups' partials in each
+    # unit's shared memory; NVRTC builds it for sm_80 and sm_90a
+    expect cuda_att_units_three 0 "1" -- sh -c "KILN_ATT_UNITS=3 '$kiln' compile '$tmp/att16.onnx' -o '$tmp/att16u3.kiln' \
+        --target cuda --precision fp16 --schedule mono:256x1 --quiet --emit-source '$tmp/att16u3_src' \
+        && KILN_ATT_UNITS=3 '$kiln' inspect '$tmp/att16.onnx' --schedule mono:256x1 --precision fp16 \
+        | grep -c ' 512 rTasks  *[0-9]* B smem, on 192 of the 256 threads  \[kg_att_mma, 1 warps x 2 key groups, 3 query tiles an rTask\]'"
     expect cuda_att_key_groups_b16_forced 0 "1" -- sh -c "KILN_ATT_SPLIT=2 '$kiln' inspect '$tmp/att16.onnx' \
         --schedule waves --precision fp16 | grep -c '\[kg_att_mma, 4 warps x 2 key groups\]'"
     for sched in mono mono-barriers; do

@@ -179,6 +179,10 @@ typedef struct tc {
      * each of its dims (dims of extent 1 unchecked). */
     bool want_attn_reads;
     int64_t want_attn_off[3], want_attn_st[3][4];
+    /* a persistent kernel's configuration ("256x1") the case compiles with
+     * under a plain --schedule mono or mono-barriers, for a template choice
+     * that depends on the block (NULL: the compiler's) */
+    const char *mono_config;
     void *keep[MAX_KEEP];       /* names and initializer data, freed with the case */
     int n_keep;
     int n_nodes;
@@ -1499,6 +1503,23 @@ static void att_staged_qkv(tc *c, const int64_t *dq, const int64_t *dk, const in
     tc_node(c, "Mul", "v_in,half_", "v");
 }
 
+/* softmax(q k^T / sqrt(D) [+ mask]) v into `out`, from the q, k and v
+ * att_staged_qkv made; the mask, on `mask`, a graph input of [1, 1, 1, Sk]
+ * (a key padding mask). */
+static void att_padded(tc *c, int64_t D, int64_t Sk, bool mask, const char *out)
+{
+    ais(c, tc_node(c, "Transpose", "k", "kt"), "perm", 4, (int64_t[]){0, 1, 3, 2});
+    tc_node(c, "MatMul", "q,kt", "s");
+    tc_scalar(c, "sqrt_d", KILN_F32, sqrt((double)D));
+    tc_node(c, "Div", "s,sqrt_d", "ss");
+    if (mask) {
+        tc_input(c, "mask", KILN_F32, 4, (int64_t[]){1, 1, 1, Sk}, G_NORMAL);
+        tc_node(c, "Add", "ss,mask", "sm");
+    }
+    ai(c, tc_node(c, "Softmax", mask ? "sm" : "ss", "p"), "axis", -1);
+    tc_node(c, "MatMul", "p,v", out);
+}
+
 /* Attention over more key tiles than an rTask's key groups take in one
  * pass (kg_att.kv_split: at most 4), so each group walks several, double
  * buffered, with a partial last tile; a mask on odd variants, d 128 on
@@ -1509,21 +1530,35 @@ static void b_attention_long(tc *c)
     int64_t H = rdim(c, 1, 3), Sq = rdim(c, 1, 48), Sk = rdim(c, 260, 330), D = c->variant & 2 ? 128 : 64;
     int64_t dq[4] = {1, H, Sq, D}, dk[4] = {1, H, Sk, D};
     att_staged_qkv(c, dq, dk, dk);
-    ais(c, tc_node(c, "Transpose", "k", "kt"), "perm", 4, (int64_t[]){0, 1, 3, 2});
-    tc_node(c, "MatMul", "q,kt", "s");
-    tc_scalar(c, "sqrt_d", KILN_F32, sqrt((double)D));
-    tc_node(c, "Div", "s,sqrt_d", "ss");
-    if (mask) {
-        tc_input(c, "mask", KILN_F32, 4, (int64_t[]){1, 1, 1, Sk}, G_NORMAL);
-        tc_node(c, "Add", "ss,mask", "sm");
-    }
-    ai(c, tc_node(c, "Softmax", mask ? "sm" : "ss", "p"), "axis", -1);
-    tc_node(c, "MatMul", "p,v", "o");
+    att_padded(c, D, Sk, mask, "o");
     ais(c, tc_node(c, "Transpose", "o", "y"), "perm", 4, (int64_t[]){0, 2, 1, 3});
     tc_out(c, "y");
     tc_note(c, "%lld keys, d %lld%s", (long long)Sk, (long long)D, mask ? ", mask" : "");
     c->want_patterns = PASS_PATTERN_ATTENTION;
     c->want_groups = 0; /* as in b_attention_query_mask */
+}
+
+/* Attention over enough query tiles that a persistent kernel of 256-thread
+ * blocks, one a multiprocessor, gives an rTask two tiles side by side
+ * (emit_attention.c plan_units: at least 2 x 148 tiles of 64 queries, so
+ * on every sm_90 part up to 148 multiprocessors): 33 to 37 heads (odd, so
+ * the last rTask has a spare unit) of 513 to 576 queries, 9 tiles each; a
+ * key padding mask on odd variants. Under --schedule mono or mono-barriers
+ * the case takes the 256x1 configuration; the tensor-core kernel, and so
+ * the units, only run with --precision fp16 or bf16. */
+static void b_attention_many_tiles(tc *c)
+{
+    bool mask = c->variant & 1;
+    int64_t H = 2 * rint_(c, 16, 18) + 1, Sq = rint_(c, 513, 576), Sk = rint_(c, 60, 140), D = 64;
+    int64_t dq[4] = {1, H, Sq, D}, dk[4] = {1, H, Sk, D};
+    att_staged_qkv(c, dq, dk, dk);
+    att_padded(c, D, Sk, mask, "y");
+    tc_out(c, "y");
+    tc_note(c, "%lld heads, %lld queries, %lld keys%s", (long long)H, (long long)Sq, (long long)Sk,
+            mask ? ", mask" : "");
+    c->want_patterns = PASS_PATTERN_ATTENTION;
+    c->want_groups = 0; /* as in b_attention_query_mask */
+    c->mono_config = "256x1";
 }
 
 /* Attention with a mask per query row (a padding or causal-style mask of
@@ -3375,6 +3410,7 @@ static const op_case case_table[] = {
     CASE("Attention/nan_guard", b_attention_nan_guard),
     CASE("Attention/long_keys", b_attention_long),
     CASE("Attention/query_mask", b_attention_query_mask),
+    {"Attention/many_tiles", b_attention_many_tiles, "", 0, G_NORMAL, 0, EXPECT_C, 4},
     {"Attention/sliced_heads", b_attention_sliced, "", 0, G_NORMAL, 0, EXPECT_C, 5},
     CASE("MatMul+scale+residual+act", b_matmul_scale_res),
     CASE("Gemm", b_gemm),
@@ -3586,12 +3622,16 @@ out:
 
 /* Compiles m for the target with n_threads and runs it on ins. OUT: got[]. */
 static kiln_status run_compiled(ir_model *m, int n_threads, const ir_tensor *ins, ir_tensor *got,
-                                api_compile_report *rep, base_diag *d)
+                                const char *mono_config, api_compile_report *rep, base_diag *d)
 {
-    char path[64];
+    char path[64], sched[64];
     snprintf(path, sizeof(path), "/tmp/kiln-ops-%d.kiln", (int)getpid());
     api_compile_opts o = {.target = tgt->name, .n_threads = n_threads, .precision = precision,
                           .schedule = schedule};
+    if (mono_config && schedule && (!strcmp(schedule, "mono") || !strcmp(schedule, "mono-barriers"))) {
+        snprintf(sched, sizeof(sched), "%s:%s", schedule, mono_config);
+        o.schedule = sched;
+    }
     kiln_status st = api_compile(m, &o, path, rep, d);
     if (st != KILN_OK || compile_only) {
         unlink(path);
@@ -3674,7 +3714,7 @@ static int run_shape(const op_case *cs, int variant, int n_threads, char *why, s
         }
     }
     api_compile_report rep;
-    if (run_compiled(m, n_threads, c.in, got, &rep, &d) != KILN_OK) {
+    if (run_compiled(m, n_threads, c.in, got, c.mono_config, &rep, &d) != KILN_OK) {
         snprintf(why, n_why, "%s %s [%dt]: %s", ins, c.desc, n_threads, base_diag_text(&d));
         goto out;
     }

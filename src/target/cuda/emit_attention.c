@@ -63,6 +63,7 @@ typedef struct att_problem {
     int bufs;  /* mma: key tiles a group keeps in shared memory when it takes several (kg_att.kv_bufs) */
     int m_size;  /* the mask's element size in bytes (0: no mask) */
     bool m_smem; /* mma: the mask's key tiles copied with k's (kg_att.m_smem) */
+    int units;   /* mma: query tiles an rTask takes side by side (kg_att_mma_rtask's units); simt: 1 */
 } att_problem;
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -147,6 +148,7 @@ static kiln_status att_problem_of(const cg_emitter *e, const sched_group *grp, a
               mult8(at->kt.offset) && mult8(at->v.offset);
     pb->split = 1;
     pb->bufs = 2;
+    pb->units = 1;
     if (at->mask) {
         pb->m_size = cg_store(e, at->mask) == KILN_F32 ? 4 : 2;
         /* 16-byte copies of 64 keys: contiguous keys, rows and the
@@ -214,10 +216,50 @@ static int key_split(const cg_emitter *e, const att_problem *pb, int most)
     return split;
 }
 
+/* A unit's shared memory (smem_bytes), rounded to 128 bytes where an
+ * rTask takes several units side by side (kg_att.unit_smem). */
+static int64_t unit_bytes(const att_problem *pb, int warps)
+{
+    int64_t n = smem_bytes(pb, warps);
+    return pb->units > 1 ? (n + 127) / 128 * 128 : n;
+}
+
 static bool fits(const cg_emitter *e, const att_problem *pb, int warps)
 {
-    return rtasks(pb, warps) <= INT32_MAX && smem_bytes(pb, warps) <= e->gpu.smem_per_block_optin &&
-           smem_bytes(pb, warps) <= KILN_GPROG_MAX_SMEM;
+    int64_t n = pb->units * unit_bytes(pb, warps);
+    return rtasks(pb, warps) <= INT32_MAX && n <= e->gpu.smem_per_block_optin && n <= KILN_GPROG_MAX_SMEM;
+}
+
+/* A persistent kernel's query tiles side by side (kg_att_mma_rtask's
+ * units, plan_keys): where
+ * tiles of 4 query warps (64 rows) would still give every block of the
+ * kernel an rTask when `units` of them make one, an rTask takes as many
+ * as its block has warps for (at most 4), each on its own 4 warps, shared
+ * memory and named barrier, in one key group (every warp walks each key
+ * tile). The block's warps then work on different tiles instead of
+ * splitting one tile's keys, and the stage takes fewer rounds. BERT-base
+ * b16 (384 tiles; H200, one call, three rounds, outputs bit-identical to
+ * the same tiles one an rTask): 192 rTasks of 2 x 4 warps against 384 of
+ * 4 query warps x 2 key groups, the attention stages 19.7 -> 15.4 us, the
+ * whole network 1397 / 1387 / 1405 -> 1354 / 1354 / 1361 us (device). Two
+ * tiles of 2 warps an rTask, or four, were no faster than none. With
+ * KILN_ATT_UNITS=N an rTask takes N (1: one, at most 4), whatever the tile
+ * count, keeping key_split's groups, or fewer where N would not fit. */
+static void plan_units(const cg_emitter *e, att_problem *pb)
+{
+    const int blocks = (e->gpu.n_sms > 0 ? e->gpu.n_sms : 132) * KILN_MAX(e->mono_per_sm, 1);
+    const char *v = getenv("KILN_ATT_UNITS");
+    if (v && !*v) v = NULL;
+    att_problem one = *pb;
+    one.split = v ? pb->split : 1; /* set, the units keep key_split's groups */
+    one.units = v ? KILN_MAX(1, KILN_MIN(atoi(v), 4)) : KILN_MIN(most_warps(e) / 4, 4);
+    if (!e->want_block || !pb->mma || one.units < 2) return;
+    if (!v && cdiv(rtasks(&one, 4), one.units) < blocks) return;
+    for (; one.units > 1; one.units--) {
+        const int warps = most_warps(e) / one.split / one.units;
+        if (warps >= 1 && fits(e, &one, warps)) break;
+    }
+    if (one.units > 1) *pb = one;
 }
 
 /* The key groups, their second key tiles and the mask's tiles in shared
@@ -225,10 +267,13 @@ static bool fits(const cg_emitter *e, const att_problem *pb, int warps)
  * halving the groups) while an rTask of one query warp would not fit the
  * shared memory: a float32 mask with a row per query takes 8.7 KB a key
  * group and query warp; with d 128 two k and v tiles 70 KB, more than a
- * persistent kernel of 4 blocks a multiprocessor leaves a block. */
+ * persistent kernel of 4 blocks a multiprocessor leaves a block. The
+ * query tiles side by side (plan_units) are planned first, with all of
+ * these, and only where they fit so. */
 static void plan_keys(const cg_emitter *e, att_problem *pb)
 {
     pb->split = key_split(e, pb, most_warps(e));
+    plan_units(e, pb); /* before anything is given up: units take what fits as it is */
     while (!fits(e, pb, 1) && (pb->m_smem || pb->bufs > 1 || pb->split > 1)) {
         if (pb->m_smem) pb->m_smem = false;
         else if (pb->bufs > 1) pb->bufs = 1;
@@ -275,13 +320,13 @@ static kiln_status emit_with(cg_emitter *e, const sched_group *grp, const att_pr
     cg_comment(s, grp);
     base_str_printf(s,
                     "/* softmax(%g q k^T%s)%s v%s: %lld x %lld heads, %lld queries x %lld keys, d %lld, dv %lld;\n"
-                    " * %s, %d warp%s (%d query rows) per rTask%s */\n",
+                    " * %s, %d warp%s (%d query rows) per query tile, %d tile%s per rTask%s */\n",
                     at->scale, at->mask ? " + mask" : "", at->nan_to_zero ? " (NaN rows as 0)" : "",
                     at->out_transposed ? ", transposed" : "",
                     (long long)pb->batch, (long long)pb->heads, (long long)pb->sq, (long long)pb->sk,
                     (long long)pb->d, (long long)pb->dv,
                     pb->mma ? "kg_att_mma (tensor cores)" : "kg_att_simt (fp32)", warps, warps > 1 ? "s" : "",
-                    rows_per_warp(pb) * warps,
+                    rows_per_warp(pb) * warps, pb->units, pb->units > 1 ? "s" : "",
                     pb->mma ? (pb->k_rows ? ", k stored [key][d]" : ", k stored [d][key]") : "");
     base_str_printf(s, "static __device__ void op_%d(const kiln_gctx *c, int t)\n{\n    kg_att p;\n", grp->id);
     base_str_printf(s, "    p.q = %s + %lld;\n", cg_ptr(e, at->q.v, pq, sizeof(pq)), (long long)at->q.offset);
@@ -303,15 +348,21 @@ static kiln_status emit_with(cg_emitter *e, const sched_group *grp, const att_pr
     view_fields(s, 'o', &pb->o);
     base_str_printf(s,
                     "    p.warps = %d;\n    p.kv_split = %d;\n    p.kv_bufs = %d;\n    p.k_rows = %d;\n"
-                    "    p.m_smem = %d;\n    p.nan_zero = %d;\n    %s(&p, t);\n}\n\n",
+                    "    p.m_smem = %d;\n    p.nan_zero = %d;\n    p.unit_smem = %lld;\n    p.tasks = %lld;\n",
                     warps, pb->split, pb->mma ? pb->bufs : 1, pb->k_rows, pb->m_smem ? 1 : 0,
-                    at->nan_to_zero ? 1 : 0,
-                    pb->mma ? "kg_att_mma_rtask" : "kg_att_simt_rtask");
-    *op = (cg_op){.n_rtasks = pb->batch * pb->heads * n_qt, .block = 32 * warps * pb->split,
-                  .smem_bytes = (int)smem_bytes(pb, warps), .narrow = true};
+                    at->nan_to_zero ? 1 : 0, (long long)unit_bytes(pb, warps),
+                    (long long)(pb->batch * pb->heads * n_qt));
+    if (pb->mma) base_str_printf(s, "    kg_att_mma_rtask(&p, t, %d);\n}\n\n", pb->units);
+    else base_str_cat(s, "    kg_att_simt_rtask(&p, t);\n}\n\n");
+    *op = (cg_op){.n_rtasks = cdiv(pb->batch * pb->heads * n_qt, pb->units),
+                  .block = pb->units * 32 * warps * pb->split,
+                  .smem_bytes = (int)(pb->units * unit_bytes(pb, warps)), .narrow = true};
     if (pb->split > 1)
         snprintf(op->config, sizeof(op->config), "kg_att_mma, %d warps x %d key groups", warps, pb->split);
     else snprintf(op->config, sizeof(op->config), "%s, %d warps", pb->mma ? "kg_att_mma" : "kg_att_simt", warps);
+    if (pb->units > 1)
+        snprintf(op->config + strlen(op->config), sizeof(op->config) - strlen(op->config), ", %d query tiles an rTask",
+                 pb->units);
     return s->oom ? base_diag_add(e->d, KILN_ERR_OOM, "out of memory generating group '%s'", grp->name) : KILN_OK;
 }
 
@@ -333,12 +384,12 @@ kiln_status cg_emit_attention(cg_emitter *e, const sched_group *grp, cg_op *op)
     /* in a persistent kernel, at most the block's warps: the key groups',
      * each of `most` query warps */
     plan_keys(e, &pb);
-    const int most = most_warps(e) / pb.split;
+    const int most = most_warps(e) / pb.split / pb.units;
     int warps = heuristic_warps(e, &pb, most);
     if (!fits(e, &pb, warps))
         return base_diag_add(e->d, KILN_ERR_UNSUPPORTED,
                              "group '%s' (attention): %lld bytes of shared memory per block are more than the GPU has",
-                             grp->name, (long long)smem_bytes(&pb, warps));
+                             grp->name, (long long)(pb.units * unit_bytes(&pb, warps)));
     /* without narrow rOperators the block's warps, when they fit */
     if (e->want_block && !e->narrow_ok && fits(e, &pb, most)) return emit_with(e, grp, &pb, most, op);
     /* the tuner times the candidates that fit, in warp_cands' order */
@@ -352,6 +403,7 @@ kiln_status cg_emit_attention(cg_emitter *e, const sched_group *grp, cg_op *op)
              (long long)pb.sq, (long long)pb.sk, (long long)pb.d, (long long)pb.dv, pb.at.mask ? " mask" : "",
              pb.mma && !pb.k_rows ? " kt" : "", block);
     if (pb.split > 1) snprintf(key + strlen(key), sizeof(key) - strlen(key), " split=%d", pb.split);
+    if (pb.units > 1) snprintf(key + strlen(key), sizeof(key) - strlen(key), " units=%d", pb.units);
     cg_tune_key_cands(key, sizeof(key), warp_cands, (size_t)n_cands * sizeof(warp_cands[0]));
     int heuristic_index = 0;
     while (heuristic_index + 1 < n_cands && warp_cands[heuristic_index] != warps) heuristic_index++;

@@ -135,7 +135,8 @@ KG_LDW_HINTED(kg_ldw_keep, ".L1::evict_last")
  * barrier outside rTasks (waits, signals, grid barriers) stays the whole
  * block's, and the whole block meets after each narrow rTask (kg_signal or
  * a __syncthreads emit.c adds), so barrier 1 never holds two thread counts
- * at once. */
+ * at once. Named barriers 2 .. 5 are the attention rTask's units'
+ * (kg_attention.cuh, kg_att_sync): no other template may take them. */
 static __device__ __forceinline__ void kg_sync_n(int n)
 {
     if (n == (int)blockDim.x) __syncthreads();

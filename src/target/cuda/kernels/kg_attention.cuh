@@ -41,11 +41,16 @@
  * Strides are in elements of each tensor (0 where a dim is broadcast), so
  * Transposes the partition put into the group cost nothing.
  *
- * An rTask runs on threads 0 .. 32 * warps * kv_split - 1 of its block
- * (kv_split is 1 in the fp32 kernel): in a persistent kernel of wider
- * blocks the others skip it (kg.h, kg_sync_n). Its threads meet before
- * they leave its shared memory to the block's next rTask, whatever that
- * is (another rOperator's copies may start at once).
+ * An rTask runs on threads 0 .. units * 32 * warps * kv_split - 1 of its
+ * block (units and kv_split are 1 in the fp32 kernel): in a persistent
+ * kernel of wider blocks the others skip it (kg.h, kg_sync_n). Its threads
+ * meet before they leave its shared memory to the block's next rTask,
+ * whatever that is (another rOperator's copies may start at once). In a
+ * persistent kernel an mma rTask may take `units` query tiles side by side
+ * (rTask t: tiles t * units ..), unit u on threads u * 32 * warps *
+ * kv_split .. with its own unit_smem bytes of shared memory and named
+ * barrier 2 + u (kg.h leaves ids 2 .. 5 to it); the units meet once, where
+ * they leave shared memory.
  */
 #ifndef KILN_KG_ATTENTION_CUH
 #define KILN_KG_ATTENTION_CUH
@@ -65,13 +70,16 @@ typedef struct kg_att {
     kg_i64 o_b, o_h, o_s, o_d;    /* o[b][h][query][dv] */
     int warps;                    /* mma: query warps (16 rows each); simt: the rTask's warps */
     int kv_split;                 /* mma: key groups of `warps` warps, each taking every kv_split-th key tile
-                                   * (threads 0 .. 32 * warps * kv_split - 1 of the block: kg_sync_n); simt: 1 */
+                                   * (threads 0 .. 32 * warps * kv_split - 1 of the block, or of its unit:
+                                   * kg_att_mma_rtask); simt: 1 */
     int kv_bufs;                  /* mma: a group's k and v tiles in shared memory, 2 (copies of its next tile
                                    * overlap this one's math) or 1 (where 2 would not fit); simt: 1 */
     int k_rows;                   /* mma: 1 when k_d == 1 ([key][d]), 0 when k_s == 1 ([d][key]) */
     int m_smem;                   /* mma: 1 when the mask's key tiles are copied with k's (m_k == 1, rows and
                                    * pointer 16-byte aligned: att_problem_of in emit_attention.c) */
     int nan_zero;                 /* 1: a row whose softmax is NaN writes zeros (pass_attention.nan_to_zero) */
+    int unit_smem;                /* mma: bytes of shared memory a unit of kg_att_mma_rtask takes (units > 1) */
+    int tasks;                    /* mma: query tiles in all (batch x heads x n_qt) */
 } kg_att;
 
 /* 1 / l for a row's sum of exponentials l; with nan_zero, 0 where the row's
@@ -298,8 +306,8 @@ static __device__ __forceinline__ void kg_att_kv_tile(const kg_att *p, const uns
     kg_att_commit();
 }
 
-/* KILN_TRACE_GEMM=1 kiln compile (a diagnostic): where rTasks 0 and 40
- * spend their time, thread 0 of each key group printing the ns from the
+/* KILN_TRACE_GEMM=1 kiln compile (a diagnostic): where query tiles 0 and
+ * 40 spend their time, thread 0 of each key group printing the ns from the
  * rTask's start to: q in shared memory, the first iteration's k tile, its
  * scores, its softmax, its v tile, the end of the key loop, the merge and
  * the end. */
@@ -308,17 +316,47 @@ static __device__ __forceinline__ void kg_att_kv_tile(const kg_att *p, const uns
 #define KG_ATT_TRACE_END()                                                                                          \
     do {                                                                                                           \
         KG_ATT_MARK(8);                                                                                            \
-        if (gt == 0 && (t == 0 || t == 40))                                                                        \
+        if (gt == 0 && (task == 0 || task == 40))                                                                  \
             printf("KAT t=%d group %d of %d, %d iterations: q %llu, k %llu, scores %llu, softmax %llu, v %llu, "  \
                    "loop %llu, merge %llu, end %llu ns\n",                                                         \
-                   t, grp, S, iters, tr[1] - tr[0], tr[2] - tr[0], tr[3] - tr[0], tr[4] - tr[0], tr[5] - tr[0],    \
+                   task, grp, S, iters, tr[1] - tr[0], tr[2] - tr[0], tr[3] - tr[0], tr[4] - tr[0],                 \
+                   tr[5] - tr[0],                                                                                  \
                    tr[6] - tr[0], tr[7] ? tr[7] - tr[0] : 0ull, tr[8] - tr[0]);                                    \
     } while (0)
 #else
 #define KG_ATT_MARK(i) ((void)0)
 #define KG_ATT_TRACE_END() ((void)0)
 #endif
-static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
+/* A unit's barrier: kg_sync_n's when an rTask is one unit, else named
+ * barrier 2 + u for unit u (at most 4 units: 2 .. 5), each counting its n
+ * threads; the units meet on kg_sync_n (barrier 0 or 1) only once, when
+ * they leave shared memory. Constant ids: with the id in a register ptxas
+ * reserves all 16 of the block's barriers. */
+static __device__ __forceinline__ void kg_att_sync(unsigned u, int n, const int units)
+{
+    if (units == 1) kg_sync_n(n);
+    else if (u == 0) asm volatile("bar.sync 2, %0;" ::"r"(n) : "memory");
+    else if (u == 1) asm volatile("bar.sync 3, %0;" ::"r"(n) : "memory");
+    else if (u == 2) asm volatile("bar.sync 4, %0;" ::"r"(n) : "memory");
+    else asm volatile("bar.sync 5, %0;" ::"r"(n) : "memory");
+}
+
+/* Where an rTask's units meet as they leave shared memory: kg_sync_n's
+ * barrier over the n threads of all units. With several units the spare
+ * ones of the last rTask reach it from another instruction than the
+ * others, so it is the non-aligned barrier.sync: bar.sync is
+ * barrier.sync.aligned, which PTX allows only where every thread of the
+ * block executes the same instruction. */
+static __device__ __forceinline__ void kg_att_leave(int n, const int units)
+{
+    if (units == 1) kg_sync_n(n);
+    else if (n == (int)blockDim.x) asm volatile("barrier.sync 0;" ::: "memory");
+    else asm volatile("barrier.sync 1, %0;" ::"r"(n) : "memory");
+}
+
+/* rTask t: `units` query tiles side by side (a literal), each on its own
+ * 32 * warps * kv_split threads, shared memory and named barrier. */
+static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t, const int units)
 {
 #ifdef KG_TRACE_GEMM
     kg_u64 tr[9] = {0};
@@ -326,11 +364,19 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
     KG_ATT_MARK(0);
     const float NEG_INF = -__int_as_float(0x7f800000), LOG2E = 1.4426950408889634f;
     const int S = p->kv_split, qw = p->warps, br = 16 * qw, bf = p->tq == KG_ST_BF16, nt = 32 * qw * S;
-    const int warp = (threadIdx.x >> 5) % qw, grp = (threadIdx.x >> 5) / qw;
-    const int lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3, mat = lane >> 3;
-    const int gt = threadIdx.x - 32 * qw * grp, gn = 32 * qw; /* the thread within its key group, the group's threads */
+    /* the rTask's unit u, the thread within it (unsigned, as threadIdx.x:
+     * an int tid made the body's sm_90a code 22.0 -> 28.8 KB) */
+    const unsigned u = units > 1 ? threadIdx.x / (unsigned)nt : 0u, tid = threadIdx.x - u * (unsigned)nt;
+    const int task = t * units + (int)u;
+    if (units > 1 && task >= p->tasks) { /* the last rTask's spare units meet the others only where they leave */
+        kg_att_leave(units * nt, units);
+        return;
+    }
+    const int warp = (tid >> 5) % qw, grp = (tid >> 5) / qw;
+    const int lane = tid & 31, g = lane >> 2, c4 = lane & 3, mat = lane >> 3;
+    const int gt = tid - 32 * qw * grp, gn = 32 * qw; /* the thread within its key group, the group's threads */
     int b, h, q0;
-    kg_att_task(p, t, br, &b, &h, &q0);
+    kg_att_task(p, task, br, &b, &h, &q0);
     const unsigned short *qg = (const unsigned short *)p->q + b * p->q_b + h * p->q_h + (kg_i64)q0 * p->q_s;
     const unsigned short *kg = (const unsigned short *)p->k + b * p->k_b + h * p->k_h;
     const unsigned short *vg = (const unsigned short *)p->v + b * p->v_b + h * p->v_h;
@@ -345,7 +391,7 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
     const int n_kt = (p->sk + KG_ATT_BC - 1) / KG_ATT_BC, iters = (n_kt + S - 1) / S;
     const int nb = iters > 1 ? p->kv_bufs : 1;
     const int k_elems = (p->k_rows ? KG_ATT_BC : p->d) * wk, v_elems = KG_ATT_BC * wv;
-    unsigned short *qs = (unsigned short *)kg_smem;
+    unsigned short *qs = (unsigned short *)(kg_smem + u * p->unit_smem);
     /* the mask's tile in shared memory: one row when it broadcasts over the
      * queries, else the rTask's rows, each of 64 keys (as 16-bit halves) */
     const int mh = p->tm == KG_ST_F32 ? 2 : 1, wm = KG_ATT_BC * mh + KG_ATT_PAD;
@@ -355,9 +401,9 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
     const unsigned short *mg = p->m_smem ? (const unsigned short *)mask + (kg_i64)q0 * p->m_q * mh : 0;
     const int m_lim = p->m_q ? p->sq - q0 : 1;
 
-    kg_sync_n(nt); /* the rTask before on these threads is done with shared memory */
+    kg_att_sync(u, nt, units); /* the rTask before on these threads is done with shared memory */
     /* q's copies (every thread), then the group's first nb tiles' */
-    kg_att_tile(qs, wq, qg, p->q_s, br, p->sq - q0, p->d, p->d, threadIdx.x, nt);
+    kg_att_tile(qs, wq, qg, p->q_s, br, p->sq - q0, p->d, p->d, tid, nt);
     kg_att_commit();
     for (int i = 0; i < nb; i++) {
         const int kt = i * S + grp;
@@ -366,7 +412,7 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
     }
     int issued = nb;
     kg_att_wait(2 * nb); /* q's group */
-    kg_sync_n(nt);
+    kg_att_sync(u, nt, units);
     KG_ATT_MARK(1);
     unsigned qf[KG_ATT_MAXD / 16][4];
 #pragma unroll
@@ -392,7 +438,7 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
         if (!p->m_smem) kg_att_mask_vals(p, mask, qa, qb, k0 + 2 * c4, mk);
         /* iteration it's k is this thread's group 2 it + 1 of 2 issued + 1 */
         kg_att_wait(2 * (issued - it) - 1);
-        kg_sync_n(nt);
+        kg_att_sync(u, nt, units);
         if (it == 0) KG_ATT_MARK(2);
         if (p->m_smem)
             kg_att_mask_smem(p, ms0 + (it % nb) * m_elems, wm, p->m_q ? qa - q0 : 0, p->m_q ? qb - q0 : 0, 2 * c4,
@@ -466,7 +512,7 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
         if (it == 0) KG_ATT_MARK(4);
         /* o += p v: the score tiles 2kk and 2kk+1 are the A fragment of keys 16kk.. */
         kg_att_wait(2 * (issued - it) - 2);
-        kg_sync_n(nt);
+        kg_att_sync(u, nt, units);
         if (it == 0) KG_ATT_MARK(5);
         if (kt < n_kt) {
 #pragma unroll
@@ -489,7 +535,7 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
         /* every warp is done with this iteration's buffers: the group's
          * tile nb iterations on into them */
         if (issued < iters) {
-            kg_sync_n(nt);
+            kg_att_sync(u, nt, units);
             const int nk = issued * S + grp;
             kg_att_kv_tile(p, kg, vg, ks0 + (issued % nb) * k_elems, vs0 + (issued % nb) * v_elems, wk, wv,
                            nk < n_kt ? nk * KG_ATT_BC : p->sk, gt, gn, mg, ms0 + (issued % nb) * m_elems, wm, m_rows,
@@ -512,7 +558,7 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
          * maximum and adds them (FlashAttention's split-key merge) */
         const int nv = 4 * (p->dv / 8) + 4, ldp = nv * 32;
         float *part = (float *)(qs + br * wq);
-        kg_sync_n(nt);
+        kg_att_sync(u, nt, units);
         if (grp > 0) {
             float *mine = part + ((grp - 1) * qw + warp) * ldp + lane;
 #pragma unroll
@@ -526,7 +572,7 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
             mine[(nv - 2) * 32] = l0;
             mine[(nv - 1) * 32] = l1;
         }
-        kg_sync_n(nt);
+        kg_att_sync(u, nt, units);
         for (int j = 1; j < S && grp == 0; j++) {
             const float *other = part + ((j - 1) * qw + warp) * ldp + lane;
             const float om0 = other[(nv - 4) * 32], om1 = other[(nv - 3) * 32];
@@ -549,8 +595,9 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t)
         }
     }
     /* every warp is done with shared memory (the key tiles, the partials):
-     * the block's next rTask may copy into it */
-    kg_sync_n(nt);
+     * the block's next rTask may copy into it (into every unit's: the
+     * units meet here, a rTask of another rOperator may follow) */
+    kg_att_leave(units * nt, units);
     if (grp > 0) { /* group 0 stores the rows */
         KG_ATT_TRACE_END();
         return;
