@@ -182,14 +182,16 @@ static const char compile_help[] =
     "                     grid barrier between stages, merged where no data crosses\n"
     "                     them (the counts are printed); mono-unmerged: a barrier\n"
     "                     after every group (the ablation's base). A mono schedule\n"
-    "                     may name its kernel-wide configuration, mono:256x2: 128 or\n"
-    "                     256 threads a block, 1..5 blocks per multiprocessor\n"
+    "                     may name its kernel-wide configuration, mono:256x2: 128,\n"
+    "                     256 or 384 threads a block, 1..5 blocks per multiprocessor\n"
     "                     (default: what `kiln tune --schedule mono` chose for the\n"
     "                     model on this GPU, else, where convolutions dominate,\n"
     "                     256x1 if their 1x1 ones are large and 16-bit (they then\n"
     "                     run as products) and 256x3 if not; 256x1 where products\n"
-    "                     have more than 128 rows, 128x1 where small products do,\n"
-    "                     else 128x3)\n"
+    "                     have more than 128 rows, 384x1 where such a 16-bit\n"
+    "                     product also has more than 2^20 elements and there is no\n"
+    "                     convolution (on sm_90), 128x1 where small products\n"
+    "                     dominate, else 128x3)\n"
     "  --tune             cuda: time each GEMM/conv's template candidates on the GPU\n"
     "                     and keep the fastest in the tuning database (without it, a\n"
     "                     compile on a GPU takes what the database already holds)\n"
@@ -275,13 +277,13 @@ static const char tune_help[] =
     "\n"
     "A mono schedule without a configuration (--schedule mono, not mono:128x3)\n"
     "also tunes the persistent kernel's configuration (MonoNN's Algorithm 1): for\n"
-    "each block size (128, 256) and blocks per multiprocessor (1..5), the heuristic's\n"
-    "first, the model is compiled with its GEMMs and convolutions tuned for it, run\n"
-    "once (its outputs must match the first configuration's) and timed whole (median\n"
-    "of 100 runs, inputs and outputs in device memory). Each time is kept in the\n"
-    "database as it is measured; the fastest is what later compiles with that mono\n"
-    "schedule take on this GPU, unless the schedule names a configuration. A table\n"
-    "of the configurations and their times ends the run.\n"
+    "each block size (128, 256) and blocks per multiprocessor (1..5), and 384x1,\n"
+    "the heuristic's first, the model is compiled with its GEMMs and convolutions\n"
+    "tuned for it, run once (its outputs must match the first configuration's) and\n"
+    "timed whole (median of 100 runs, inputs and outputs in device memory). Each\n"
+    "time is kept in the database as it is measured; the fastest is what later\n"
+    "compiles with that mono schedule take on this GPU, unless the schedule names a\n"
+    "configuration. A table of the configurations and their times ends the run.\n"
     "\n"
     "  --budget D         time spent timing candidates (with a mono sweep: the whole\n"
     "                     run; configurations not started by then are left for the\n"
@@ -1520,17 +1522,17 @@ static kiln_status mono_configs(const char *list, int heur_block, int heur_per_s
     *n = 0;
     if (!list) {
         c[(*n)++] = (mono_cfg){.block = heur_block, .per_sm = heur_per_sm};
-        for (int b = 128; b <= 256; b += 128)
-            for (int k = 1; k <= MONO_MAX_PER_SM && *n < max; k++)
+        for (int b = 128; b <= 384; b += 128) /* 384: one block (the 192 x 192 tiles' shared memory) */
+            for (int k = 1; k <= (b == 384 ? 1 : MONO_MAX_PER_SM) && *n < max; k++)
                 if (b != heur_block || k != heur_per_sm) c[(*n)++] = (mono_cfg){.block = b, .per_sm = k};
         return KILN_OK;
     }
     for (const char *q = list; *q;) {
         char *end;
         long b = strtol(q, &end, 10), k = *end == 'x' ? strtol(end + 1, &end, 10) : 0;
-        if ((*end && (*end != ',' || !end[1])) || (b != 128 && b != 256) || k < 1 || k > MONO_MAX_PER_SM)
-            return base_diag_add(d, KILN_ERR_INVALID_ARG, "bad --configs '%s': a list of BLOCKxN, BLOCK 128 or 256 "
-                                 "threads, N 1..%d blocks per multiprocessor (128x1,256x3)", list, MONO_MAX_PER_SM);
+        if ((*end && (*end != ',' || !end[1])) || !target_cuda_mono_block_ok(b) || k < 1 || k > MONO_MAX_PER_SM)
+            return base_diag_add(d, KILN_ERR_INVALID_ARG, "bad --configs '%s': a list of BLOCKxN, BLOCK 128, 256 or "
+                                 "384 threads, N 1..%d blocks per multiprocessor (128x1,256x3)", list, MONO_MAX_PER_SM);
         for (int i = 0; i < *n; i++)
             if (c[i].block == b && c[i].per_sm == k)
                 return base_diag_add(d, KILN_ERR_INVALID_ARG, "bad --configs '%s': %ldx%ld twice", list, b, k);
@@ -1605,7 +1607,7 @@ static kiln_status tune_mono(ir_model *m, const cli_args *a, base_diag *d)
         sched_program_free(&p);
     }
     base_arena_free(&pa);
-    mono_cfg cfg[2 * MONO_MAX_PER_SM];
+    mono_cfg cfg[3 * MONO_MAX_PER_SM];
     int n = 0;
     if (st == KILN_OK) st = mono_configs(a->configs, heur_block, heur_per_sm, cfg, (int)KILN_COUNT(cfg), &n, d);
     ir_tensor ins[IR_EVAL_MAX_IO] = {{0}}, first[IR_EVAL_MAX_IO] = {{0}}, outs[IR_EVAL_MAX_IO] = {{0}};
@@ -1704,7 +1706,7 @@ static int cmd_tune(int argc, char **argv)
     if (a.configs && !mono_without_config(a.schedule))
         return usage_error("tune", "%s", "--configs needs --schedule mono (or mono-barriers, mono-unmerged) "
                                          "without a configuration");
-    mono_cfg cfg[2 * MONO_MAX_PER_SM];
+    mono_cfg cfg[3 * MONO_MAX_PER_SM];
     int n_cfg;
     base_diag cd;
     base_diag_init(&cd);

@@ -99,8 +99,12 @@ typedef struct target_mono_config {
 /* The key of planned program p under schedule (its name before any ':')
  * and precision: "mono fp16 model=0123456789abcdef". OUT: key, n bytes. */
 void target_cuda_mono_key(const sched_program *p, const char *schedule, const char *precision, char *key, size_t n);
+/* Whether a persistent kernel may have blocks of `block` threads: 128,
+ * 256 or 384 (three warpgroups: the 192 x 192 GEMM tiles). */
+bool target_cuda_mono_block_ok(long block);
 /* The configuration a mono compile of p at precision ("fp16"; NULL: fp32)
- * takes when neither the schedule nor the tuning database names one.
+ * takes when neither the schedule nor the tuning database names one, on
+ * an sm_90 GPU (on an older one 256 threads where this says 384).
  * OUT: *block, *per_sm. */
 void target_cuda_mono_heuristic(const sched_program *p, const char *precision, int *block, int *per_sm);
 /* The row for config ("128x3"), or with config NULL the chosen one. No GPU

@@ -149,7 +149,7 @@ if [ -d "$data/node/test_add_bcast" ]; then
         "$kiln" inspect "$data/node/test_nonzero_example/model.onnx" --schedule kernels
     expect inspect_bad_schedule 1 "bad --schedule 'wavefront'" -- "$kiln" inspect "$ln" --schedule wavefront
     expect inspect_schedule_config_suffix 0 "256 threads a block" -- "$kiln" inspect "$ln" --schedule mono:256x2
-    expect inspect_schedule_bad_config 1 "BLOCK 128 or 256 threads" -- "$kiln" inspect "$ln" --schedule mono:96x2
+    expect inspect_schedule_bad_config 1 "BLOCK 128, 256 or 384 threads" -- "$kiln" inspect "$ln" --schedule mono:96x2
     expect inspect_schedule_kernels_config 1 "bad --schedule 'kernels:128x1'" -- "$kiln" inspect "$ln" --schedule kernels:128x1
     expect inspect_precision_alone 1 "--precision goes with --schedule" -- "$kiln" inspect "$ln" --precision fp16
     expect inspect_bad_precision 1 "bad --precision 'fp8'" -- "$kiln" inspect "$ln" --schedule mono --precision fp8
@@ -197,6 +197,7 @@ expect tune_configs_named_config 1 "--configs needs --schedule mono" -- "$kiln" 
     --schedule mono:128x1 --configs 128x1
 expect tune_configs_bad 1 "bad --configs '128x6'" -- "$kiln" tune "$mm" --schedule mono --configs 128x6
 expect tune_configs_block 1 "bad --configs '96x1'" -- "$kiln" tune "$mm" --schedule mono --configs 96x1
+expect tune_configs_block_512 1 "BLOCK 128, 256 or 384 threads" -- "$kiln" tune "$mm" --schedule mono --configs 512x1
 expect tune_configs_twice 1 "256x2 twice" -- "$kiln" tune "$mm" --schedule mono --configs 256x2,128x1,256x2
 expect tune_configs_trailing 1 "bad --configs '128x1,'" -- "$kiln" tune "$mm" --schedule mono --configs 128x1,
 expect compile_no_budget 1 "unknown option or missing value '--budget'" -- "$kiln" compile "$mm" -o "$tmp/t.kiln" \
@@ -204,6 +205,7 @@ expect compile_no_budget 1 "unknown option or missing value '--budget'" -- "$kil
 if ! "$kiln" devices >/dev/null 2>&1; then
     expect tune_no_gpu 7 "there is none here" -- "$kiln" tune "$mm" --budget 1.5h --precision fp16
     expect tune_mono_no_gpu 7 "there is none here" -- "$kiln" tune "$mm" --schedule mono --configs 128x1,256x3
+    expect tune_mono_no_gpu_384 7 "there is none here" -- "$kiln" tune "$mm" --schedule mono --configs 384x1
 fi
 
 if python3 -c "import onnx" 2>/dev/null; then
@@ -474,7 +476,12 @@ PY
     # rows (mm.onnx below) keep one of 128; a large product of few rows
     # (64 x 32768) three of 128
     expect cuda_mono_large_product_config 0 "blocks of 256 threads, 1 a multiprocessor" -- "$kiln" inspect "$tmp/ffn2.onnx" \
-        --schedule mono --precision fp16
+        --schedule mono
+    # ... and in 16 bits, where the product also has more than 2^20 elements
+    # (BERT b16's 2048 x 768 and 2048 x 3072) and there is no convolution,
+    # one of 384 threads: three-warpgroup tiles
+    expect cuda_mono_large_product_config_16 0 "blocks of 384 threads, 1 a multiprocessor" -- "$kiln" inspect \
+        "$tmp/ffn2.onnx" --schedule mono --precision fp16
     python3 - "$tmp/tall.onnx" "$tmp/wide.onnx" <<'PY'
 import sys
 import numpy as np
@@ -491,6 +498,42 @@ PY
         --schedule mono --precision fp16
     expect cuda_mono_wide_product_config 0 "blocks of 128 threads, 3 a multiprocessor" -- "$kiln" inspect "$tmp/wide.onnx" \
         --schedule mono --precision fp16
+    # BERT b16's query, key and value products side by side: 192 x 192 tiles
+    # of three warpgroups, 44 rTasks each, all three in one round
+    python3 - "$tmp/qkv16.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+inits, nodes, outs = [], [helper.make_node("Tanh", ["x"], ["h"])], []
+for i in range(3):
+    inits.append(numpy_helper.from_array(rng.standard_normal((768, 768)).astype(np.float32), "w%d" % i))
+    nodes.append(helper.make_node("MatMul", ["h", "w%d" % i], ["y%d" % i]))
+    outs.append(helper.make_tensor_value_info("y%d" % i, TensorProto.FLOAT, [2048, 768]))
+g = helper.make_graph(nodes, "qkv16", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2048, 768])], outs, inits)
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_mono_384_tiles 0 "three of them" -- sh -c "test \"\$('$kiln' inspect '$tmp/qkv16.onnx' --schedule mono \
+        --precision fp16 | grep -c ' 44 rTasks .*\[kg_gemm_wgt 192x192x64 (TMA)')\" = 3 && echo three of them"
+    # ... but not beside a convolution, which no 384-thread template takes
+    python3 - "$tmp/convmm.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+w = numpy_helper.from_array(rng.standard_normal((768, 768)).astype(np.float32), "w")
+k = numpy_helper.from_array(rng.standard_normal((8, 8, 1, 1)).astype(np.float32), "k")
+g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Conv", ["c", "k"], ["z"])], "cm",
+                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2048, 768]),
+                       helper.make_tensor_value_info("c", TensorProto.FLOAT, [1, 8, 16, 16])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2048, 768]),
+                       helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 8, 16, 16])], [w, k])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_mono_384_not_beside_conv 0 "blocks of 256 threads, 1 a multiprocessor" -- "$kiln" inspect \
+        "$tmp/convmm.onnx" --schedule mono --precision fp16
     # convolutions: three blocks of 256 threads a multiprocessor, unless the
     # pointwise ones are 16-bit and average 2^25 multiply-adds an image or
     # more (ResNet-50's 55 M): then one, where they run as TMA products
@@ -660,17 +703,21 @@ PY
         --precision fp16 | grep -c '128 threads a block'"
     # At batch 16 its 384 rTasks of 4 query warps cover the multiprocessors:
     # in a kernel of their own, one key group each (key_split); a persistent
-    # kernel keeps two
+    # kernel keeps two (where its tiles do not go side by side: KILN_ATT_UNITS=1)
     mk_att "$tmp/att16.onnx" 16
     expect cuda_att_no_key_groups_b16 0 "1" -- sh -c "'$kiln' inspect '$tmp/att16.onnx' --schedule waves \
         --precision fp16 | grep -c ' 384 rTasks  *[0-9]* B smem  \[kg_att_mma, 4 warps\]'"
-    expect cuda_att_key_groups_b16_mono 0 "1" -- sh -c "'$kiln' inspect '$tmp/att16.onnx' --schedule mono:256x2 \
+    expect cuda_att_key_groups_b16_mono 0 "1" -- sh -c "KILN_ATT_UNITS=1 '$kiln' inspect '$tmp/att16.onnx' --schedule mono:256x2 \
         --precision fp16 | grep -c ' 384 rTasks  *[0-9]* B smem  \[kg_att_mma, 4 warps x 2 key groups\]'"
-    # ... unless there are tiles enough for two a block side by side, each on
-    # its own 4 warps (emit_attention.c plan_units): 384 tiles, 132 blocks
-    # of 256 threads
+    # ... unless side by side, each on its own 4 warps, they take fewer
+    # rounds (emit_attention.c plan_units): 384 tiles, 132 blocks of 256
+    # threads, 2 tiles an rTask; blocks of 128 threads take one
     expect cuda_att_units_b16_mono 0 "1" -- sh -c "'$kiln' inspect '$tmp/att16.onnx' --schedule mono:256x1 \
         --precision fp16 | grep -c ' 192 rTasks  *[0-9]* B smem  \[kg_att_mma, 4 warps, 2 query tiles an rTask\]'"
+    expect cuda_att_units_b16_two_blocks 0 "1" -- sh -c "'$kiln' inspect '$tmp/att16.onnx' --schedule mono:256x2 \
+        --precision fp16 | grep -c ' 192 rTasks  *[0-9]* B smem  \[kg_att_mma, 4 warps, 2 query tiles an rTask\]'"
+    expect cuda_att_units_b16_384 0 "1" -- sh -c "'$kiln' inspect '$tmp/att16.onnx' --schedule mono:384x1 \
+        --precision fp16 | grep -c ' 128 rTasks  *[0-9]* B smem  \[kg_att_mma, 4 warps, 3 query tiles an rTask\]'"
     expect cuda_att_units_off 0 "1" -- sh -c "KILN_ATT_UNITS=1 '$kiln' inspect '$tmp/att16.onnx' --schedule mono:256x1 \
         --precision fp16 | grep -c ' 384 rTasks  *[0-9]* B smem  \[kg_att_mma, 4 warps x 2 key groups\]'"
     expect cuda_att_units_source 0 "1" -- sh -c "'$kiln' compile '$tmp/att16.onnx' -o '$tmp/att16u.kiln' --target cuda \

@@ -1540,8 +1540,8 @@ static void b_attention_long(tc *c)
 
 /* Attention over enough query tiles that a persistent kernel of 256-thread
  * blocks, one a multiprocessor, gives an rTask two tiles side by side
- * (emit_attention.c plan_units: at least 2 x 148 tiles of 64 queries, so
- * on every sm_90 part up to 148 multiprocessors): 33 to 37 heads (odd, so
+ * (emit_attention.c plan_units: more tiles of 64 queries than blocks; here
+ * more than twice 148, a margin for the heuristic): 33 to 37 heads (odd, so
  * the last rTask has a spare unit) of 513 to 576 queries, 9 tiles each; a
  * key padding mask on odd variants. Under --schedule mono or mono-barriers
  * the case takes the 256x1 configuration; the tensor-core kernel, and so
@@ -2919,6 +2919,32 @@ static void b_matmul_large(tc *c)
     tc_out(c, "y");
 }
 
+/* Three products of one A side by side, as BERT b16's query, key and
+ * value (1800 to 2048 rows, 768 columns, K 64 to 128): in a persistent
+ * kernel of 384-thread blocks (the case takes mono:384x1 under a mono
+ * schedule) sm_90 builds them as 192 x 192 TMA tiles of three warpgroups
+ * in fp16 and bf16; a bias on odd variants. */
+static void b_matmul_three_warpgroups(tc *c)
+{
+    int64_t M = rint_(c, 1800, 2048), K = 16 * rint_(c, 4, 8), N = 768;
+    tc_input(c, "x", KILN_F32, 2, (int64_t[]){M, K}, G_NORMAL);
+    tc_node(c, "Tanh", "x", "h");
+    for (int i = 0; i < 3; i++) {
+        const char *w = tc_str(c, "w%d", i), *y = tc_str(c, "y%d", i);
+        tc_const(c, w, KILN_F32, 2, (int64_t[]){K, N}, G_NORMAL);
+        if (c->variant & 1) {
+            const char *b = tc_str(c, "b%d", i), *t = tc_str(c, "t%d", i);
+            tc_const(c, b, KILN_F32, 1, (int64_t[]){N}, G_NORMAL);
+            tc_node(c, "MatMul", tc_str(c, "h,%s", w), t);
+            tc_node(c, "Add", tc_str(c, "%s,%s", t, b), y);
+        } else {
+            tc_node(c, "MatMul", tc_str(c, "h,%s", w), y);
+        }
+        tc_out(c, y);
+    }
+    c->mono_config = "384x1";
+}
+
 /* A Transpose that only moves dims of extent 1 (ViT's [1, S, E] -> [S, 1,
  * E]) between computed values: it shares its input's memory, no copy.
  * Variant 3 also moves a dim of extent > 1, which must copy. */
@@ -3420,6 +3446,7 @@ static const op_case case_table[] = {
     FB("Gemm/full_C_or_beta", b_gemm_full_c, 2),
     {"MatMul+act/special_values", b_epilogue_special, "", 0, G_NORMAL, 0, EXPECT_C, 8},
     {"MatMul/large", b_matmul_large, "", 0, G_NORMAL, 0, EXPECT_C, 2},
+    {"MatMul/three_warpgroups", b_matmul_three_warpgroups, "", 0, G_NORMAL, 0, EXPECT_C, 2},
     {"MatMul/tma_operands", b_matmul_tma, "", 0, G_NORMAL, 0, EXPECT_C, 4},
     {"Conv/large", b_conv_large, "", 0, G_NORMAL, 0, EXPECT_C, 2},
     /* pooling and row groups */

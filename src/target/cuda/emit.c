@@ -431,10 +431,10 @@ static kiln_status parse_schedule(const char *s, bool *mono, bool *waits, bool *
         if (colon) {
             char *end;
             long b = strtol(colon + 1, &end, 10), n = *end == 'x' ? strtol(end + 1, &end, 10) : 0;
-            if (*end || (b != 128 && b != 256) || n < 1 || n > 5)
+            if (*end || !target_cuda_mono_block_ok(b) || n < 1 || n > 5)
                 return base_diag_add(d, KILN_ERR_INVALID_ARG,
-                                     "schedule '%s': the configuration after ':' is BLOCKxN, BLOCK 128 or 256 threads, "
-                                     "N 1..5 blocks per multiprocessor (mono:256x2)",
+                                     "schedule '%s': the configuration after ':' is BLOCKxN, BLOCK 128, 256 or 384 "
+                                     "threads, N 1..5 blocks per multiprocessor (mono:256x2)",
                                      s);
             *block = (int)b;
             *per_sm = (int)n;
@@ -577,8 +577,8 @@ static kiln_status check_op(cg_emitter *e, const sched_group *grp, const cg_op *
 #define WAVE_MAX 8
 #define WAVES_MAX 32 /* --schedule=waves: members of one wave kernel */
 /* Kernel-wide configuration of --schedule=mono (MonoNN tunes block sizes of
- * 128 or 256 threads with 1..5 blocks per multiprocessor; kiln picks by
- * the model for now). Measured on an H100, fp16, batch 1: BERT-base runs
+ * 128 or 256 threads with 1..5 blocks per multiprocessor; kiln also offers
+ * 384, and picks by the model unless `kiln tune` measured them). Measured on an H100, fp16, batch 1: BERT-base runs
  * 1.25 ms with 128 threads and 1.54 ms with 256; ResNet-50 0.85 ms with 256
  * and 1.75 ms with 128 (the 128-thread implicit-GEMM tiles are the weak
  * ones: kernels-mode ResNet-50 restricted to them takes 1.18 ms instead of
@@ -628,6 +628,12 @@ static int64_t largest_product(const sched_program *p, int64_t *rows)
     return largest;
 }
 
+/* Whether precision ("fp16"; NULL: fp32) stores 16-bit floats. */
+static bool sixteen_bit(const char *precision)
+{
+    return precision && (strcmp(precision, "fp16") == 0 || strcmp(precision, "bf16") == 0);
+}
+
 /* Whether the pointwise convolutions (cg_conv_pointwise_macs), which at one
  * block a multiprocessor run as products where they are 16-bit, average at
  * least MONO_LARGE_POINTWISE multiply-adds an image. An image, not the
@@ -637,8 +643,7 @@ static int64_t largest_product(const sched_program *p, int64_t *rows)
  * 411 / 414 against 566 / 571. */
 static bool large_pointwise(const sched_program *p, const char *precision)
 {
-    bool sixteen = precision && (strcmp(precision, "fp16") == 0 || strcmp(precision, "bf16") == 0);
-    if (!sixteen || cg_env_is("KILN_CONV_PRODUCT", "0")) return false;
+    if (!sixteen_bit(precision) || cg_env_is("KILN_CONV_PRODUCT", "0")) return false;
     int64_t n = 0, macs = 0;
     for (int s = 0; s < p->n_groups; s++) {
         const sched_group *grp = p->groups[s];
@@ -649,17 +654,26 @@ static bool large_pointwise(const sched_program *p, const char *precision)
     return n > 0 && macs >= n * MONO_LARGE_POINTWISE;
 }
 
+/* The convolution groups and the other contractions' (products, attention). */
+static void count_contractions(const sched_program *p, int *convs, int *others)
+{
+    *convs = *others = 0;
+    for (int s = 0; s < p->n_groups; s++) {
+        int kind = p->groups[s]->kind;
+        *convs += kind == SCHED_GROUP_CONV;
+        *others += kind == SCHED_GROUP_GEMM || kind == SCHED_GROUP_ATTENTION;
+    }
+}
+
 /* Whether convolutions outnumber the other contractions. */
 static bool convs_dominate(const sched_program *p)
 {
-    int convs = 0, others = 0;
-    for (int s = 0; s < p->n_groups; s++) {
-        int kind = p->groups[s]->kind;
-        convs += kind == SCHED_GROUP_CONV;
-        others += kind == SCHED_GROUP_GEMM || kind == SCHED_GROUP_ATTENTION;
-    }
+    int convs, others;
+    count_contractions(p, &convs, &others);
     return convs > others;
 }
+
+bool target_cuda_mono_block_ok(long block) { return block == 128 || block == 256 || block == 384; }
 
 /* 256 threads where convolutions dominate, or where the largest product has
  * more rows than one 128-row tile: a 256-thread block then offers
@@ -667,22 +681,36 @@ static bool convs_dominate(const sched_program *p)
  * H100, one call each, the cost model's tiles: ViT-B/16 (197 rows) 815-822
  * us at 256x1 against 938 at 128x1 and 920 at 256x2; BERT-base b16 (2048
  * rows) 1879 us at 256x1 against 2768 at 128x3 and 2551 at 256x2; BERT-base
- * b1 (128 rows) 644 us at 128x1 against 676 at 256x1. Else 128. */
-static int mono_block(const sched_program *p)
+ * b1 (128 rows) 644 us at 128x1 against 676 at 256x1. Else 128. And 384
+ * where such a 16-bit product is also larger than MONO_SMALL_PRODUCT and
+ * there is no convolution (no convolution template takes 384 threads: one
+ * would be a kernel of its own, as ViT's patch embedding was below). Three
+ * warpgroups take the 192 x 192 TMA tiles (BERT b16's query, key and value
+ * products in 132 rTasks, one round, instead of 384 of 128 x 96 in three)
+ * and the attention three query tiles an rTask (emit_attention.c
+ * plan_units); the other products stay narrow on 256 of the threads. H200,
+ * fp16, one call, two rounds, outputs bit-identical: BERT b16 1356 / 1352
+ * us at 256x1 against 1306 / 1311 at 384x1 (host 1484 / 1495 against 1444
+ * / 1438); BERT b1 455 / 452 at its 128x1 against 490 / 491. The
+ * 192-row tiles are sm_90's (cuda_build takes 256 on an older GPU). */
+static int mono_block(const sched_program *p, const char *precision)
 {
-    int64_t rows;
-    largest_product(p, &rows);
-    return convs_dominate(p) || rows > 128 ? 256 : 128;
+    int64_t rows, largest = largest_product(p, &rows);
+    int convs, others;
+    count_contractions(p, &convs, &others);
+    if (convs == 0 && largest > MONO_SMALL_PRODUCT && rows > 128 && sixteen_bit(precision)) return 384;
+    return convs > others || rows > 128 ? 256 : 128;
 }
 
 /* Blocks per multiprocessor for blocks of `block` threads (mono_block): at
- * 256 threads three where convolutions dominate (or there is no product)
- * unless their pointwise ones are large, else one; at 128 one where
- * products of at most MONO_SMALL_PRODUCT output elements dominate, else
- * three. */
+ * 384 one; at 256 threads three where convolutions dominate (or there is
+ * no product) unless their pointwise ones are large, else one; at 128 one
+ * where products of at most MONO_SMALL_PRODUCT output elements dominate,
+ * else three. */
 static int mono_blocks_per_sm(const sched_program *p, int block, const char *precision)
 {
     int64_t rows, largest = largest_product(p, &rows);
+    if (block == 384) return 1;
     if (block == 256 && convs_dominate(p))
         return large_pointwise(p, precision) ? MONO_BLOCKS_PER_SM_SMALL : MONO_BLOCKS_PER_SM;
     if (block == 256) return largest == 0 ? MONO_BLOCKS_PER_SM : MONO_BLOCKS_PER_SM_SMALL;
@@ -691,7 +719,7 @@ static int mono_blocks_per_sm(const sched_program *p, int block, const char *pre
 
 void target_cuda_mono_heuristic(const sched_program *p, const char *precision, int *block, int *per_sm)
 {
-    *block = mono_block(p);
+    *block = mono_block(p, precision);
     *per_sm = mono_blocks_per_sm(p, *block, precision);
 }
 
@@ -1966,7 +1994,9 @@ static kiln_status cuda_build(const ir_graph *g, const sched_program *p, const t
         if (st == KILN_OK && !cg_env_is("KILN_SHARE_CODE", "0") && !(pr.share = cg_share_new()))
             st = base_diag_add(d, KILN_ERR_OOM, "out of memory generating CUDA code");
         if (st == KILN_OK && !want_block) tuned_config(&e, &want_block, &per_sm);
-        e.want_block = want_block ? want_block : mono_block(p);
+        e.want_block = want_block ? want_block : mono_block(p, o->precision);
+        /* the three-warpgroup tiles that 384 is for are sm_90's (kg_gemm_wgt) */
+        if (!want_block && e.want_block == 384 && e.gpu.sm_major != 9) e.want_block = 256;
         pr.blocks_per_sm = per_sm ? per_sm : mono_blocks_per_sm(p, e.want_block, o->precision);
         pr.block = e.want_block;
         e.mono_per_sm = pr.blocks_per_sm;

@@ -231,20 +231,22 @@ static bool fits(const cg_emitter *e, const att_problem *pb, int warps)
 }
 
 /* A persistent kernel's query tiles side by side (kg_att_mma_rtask's
- * units, plan_keys): where
- * tiles of 4 query warps (64 rows) would still give every block of the
- * kernel an rTask when `units` of them make one, an rTask takes as many
- * as its block has warps for (at most 4), each on its own 4 warps, shared
- * memory and named barrier, in one key group (every warp walks each key
- * tile). The block's warps then work on different tiles instead of
- * splitting one tile's keys, and the stage takes fewer rounds. BERT-base
- * b16 (384 tiles; H200, one call, three rounds, outputs bit-identical to
- * the same tiles one an rTask): 192 rTasks of 2 x 4 warps against 384 of
- * 4 query warps x 2 key groups, the attention stages 19.7 -> 15.4 us, the
- * whole network 1397 / 1387 / 1405 -> 1354 / 1354 / 1361 us (device). Two
- * tiles of 2 warps an rTask, or four, were no faster than none. With
- * KILN_ATT_UNITS=N an rTask takes N (1: one, at most 4), whatever the tile
- * count, keeping key_split's groups, or fewer where N would not fit. */
+ * units, plan_keys): where an rTask of as many tiles of 4 query warps (64
+ * rows) as its block has warps for (at most 4) makes the stage take fewer
+ * rounds of rTasks over the kernel's blocks than one tile an rTask would
+ * (which holds, for any count of 2 or more, exactly where there are more
+ * tiles than blocks), each tile on its own 4 warps, shared memory and named barrier, in one
+ * key group (every warp walks each key tile). The block's warps then work
+ * on different tiles instead of splitting one tile's keys. BERT-base b16
+ * (384 tiles; H200, one call, three rounds, outputs bit-identical to the
+ * same tiles one an rTask): 192 rTasks of 2 x 4 warps against 384 of 4
+ * query warps x 2 key groups in 256-thread blocks, the attention stages
+ * 19.7 -> 15.4 us, the whole network 1397 / 1387 / 1405 -> 1354 / 1354 /
+ * 1361 us (device); in 384-thread blocks 128 rTasks of 3 tiles, one round
+ * (emit.c mono_block). Two tiles of 2 warps an rTask, or four, were no
+ * faster than none. With KILN_ATT_UNITS=N an rTask takes N (1: one, at
+ * most 4), whatever the rounds, keeping key_split's groups, or fewer
+ * where N would not fit. */
 static void plan_units(const cg_emitter *e, att_problem *pb)
 {
     const int blocks = (e->gpu.n_sms > 0 ? e->gpu.n_sms : 132) * KILN_MAX(e->mono_per_sm, 1);
@@ -254,7 +256,7 @@ static void plan_units(const cg_emitter *e, att_problem *pb)
     one.split = v ? pb->split : 1; /* set, the units keep key_split's groups */
     one.units = v ? KILN_MAX(1, KILN_MIN(atoi(v), 4)) : KILN_MIN(most_warps(e) / 4, 4);
     if (!e->want_block || !pb->mma || one.units < 2) return;
-    if (!v && cdiv(rtasks(&one, 4), one.units) < blocks) return;
+    if (!v && rtasks(&one, 4) <= blocks) return; /* one round either way */
     for (; one.units > 1; one.units--) {
         const int warps = most_warps(e) / one.split / one.units;
         if (warps >= 1 && fits(e, &one, warps)) break;

@@ -947,8 +947,9 @@ void cg_tuner_close(cg_tuner *t)
  * products were fitted to their stages (emit.c fit_stage) and
  * GlobalAveragePool's columns shared among threads; 4 when the shared
  * bodies with warpgroup MMAs were inlined (share.c: BERT b1 532 -> 453 us
- * on an H200). */
-#define MONO_KEY_REVISION 4
+ * on an H200); 5 when attention rTasks took query tiles side by side and
+ * blocks of 384 threads joined the sweep (BERT b16). */
+#define MONO_KEY_REVISION 5
 
 void target_cuda_mono_key(const sched_program *p, const char *schedule, const char *precision, char *key, size_t n)
 {
@@ -1001,7 +1002,8 @@ static kiln_status mono_row_read(cg_tune_db *db, const cg_tune_scope *s, const c
     *found = false;
     mono_row_key(row_key, sizeof(row_key), key, config);
     KILN_TRY(cg_tune_db_lookup(db, s, row_key, &row, found, d));
-    if (*found && (sscanf(row.desc, "%dx%d", &block, &per_sm) != 2 || block < 32 || per_sm < 1))
+    if (*found && (sscanf(row.desc, "%dx%d", &block, &per_sm) != 2 || !target_cuda_mono_block_ok(block) ||
+                   per_sm < 1 || per_sm > 5))
         *found = false; /* not a row this code wrote */
     if (*found) *out = (target_mono_config){.block = block, .per_sm = per_sm, .us = row.us};
     if (*found) snprintf(out->date, sizeof(out->date), "%s", row.date);
