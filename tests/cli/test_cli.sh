@@ -47,6 +47,8 @@ fi
 expect embedded_model 0 "probs" -- "$kiln" run
 expect embedded_model_checks_itself 0 "pass  max abs err" -- "$kiln" run
 expect help_compile 0 "--emit-source DIR" -- "$kiln" compile --help
+expect help_compile_att_units 0 "KILN_ATT_UNITS=N" -- "$kiln" compile --help
+expect help_compile_384 0 "256 or 384 threads a block" -- "$kiln" compile --help
 expect help_bench 0 "p99" -- "$kiln" bench --help
 expect help_verify 0 "Exit status 9" -- "$kiln" verify --help
 expect embedded_model_save 0 "wrote" -- "$kiln" run --output "$tmp/out.npz"

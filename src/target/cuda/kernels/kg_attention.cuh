@@ -596,7 +596,7 @@ static __device__ __forceinline__ void kg_att_mma_rtask(const kg_att *p, int t, 
     }
     /* every warp is done with shared memory (the key tiles, the partials):
      * the block's next rTask may copy into it (into every unit's: the
-     * units meet here, a rTask of another rOperator may follow) */
+     * units meet here, an rTask of another rOperator may follow) */
     kg_att_leave(units * nt, units);
     if (grp > 0) { /* group 0 stores the rows */
         KG_ATT_TRACE_END();
