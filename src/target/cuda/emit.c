@@ -578,9 +578,10 @@ static kiln_status check_op(cg_emitter *e, const sched_group *grp, const cg_op *
 #define WAVES_MAX 32 /* --schedule=waves: members of one wave kernel */
 /* Kernel-wide configuration of --schedule=mono (MonoNN tunes block sizes of
  * 128 or 256 threads with 1..5 blocks per multiprocessor; kiln also offers
- * 384, and picks by the model unless `kiln tune` measured them). Measured on an H100, fp16, batch 1: BERT-base runs
- * 1.25 ms with 128 threads and 1.54 ms with 256; ResNet-50 0.85 ms with 256
- * and 1.75 ms with 128 (the 128-thread implicit-GEMM tiles are the weak
+ * 384, and picks by the model unless `kiln tune` measured them). Measured
+ * on an H100, fp16, batch 1: BERT-base runs 1.25 ms with 128 threads and
+ * 1.54 ms with 256; ResNet-50 0.85 ms with 256 and 1.75 ms with 128 (the
+ * 128-thread implicit-GEMM tiles are the weak
  * ones: kernels-mode ResNet-50 restricted to them takes 1.18 ms instead of
  * 0.68). Since identical rOperators share their code (share.c), one
  * block per multiprocessor is best where a few small products dominate

@@ -235,8 +235,8 @@ static bool fits(const cg_emitter *e, const att_problem *pb, int warps)
  * rows) as its block has warps for (at most 4) makes the stage take fewer
  * rounds of rTasks over the kernel's blocks than one tile an rTask would
  * (which holds, for any count of 2 or more, exactly where there are more
- * tiles than blocks), each tile on its own 4 warps, shared memory and named barrier, in one
- * key group (every warp walks each key tile). The block's warps then work
+ * tiles than blocks), each tile on its own 4 warps, shared memory and
+ * named barrier, in one key group (every warp walks each key tile). The block's warps then work
  * on different tiles instead of splitting one tile's keys. BERT-base b16
  * (384 tiles; H200, one call, three rounds, outputs bit-identical to the
  * same tiles one an rTask): 192 rTasks of 2 x 4 warps against 384 of 4
@@ -350,11 +350,12 @@ static kiln_status emit_with(cg_emitter *e, const sched_group *grp, const att_pr
     view_fields(s, 'o', &pb->o);
     base_str_printf(s,
                     "    p.warps = %d;\n    p.kv_split = %d;\n    p.kv_bufs = %d;\n    p.k_rows = %d;\n"
-                    "    p.m_smem = %d;\n    p.nan_zero = %d;\n    p.unit_smem = %lld;\n    p.tasks = %lld;\n",
+                    "    p.m_smem = %d;\n    p.nan_zero = %d;\n",
                     warps, pb->split, pb->mma ? pb->bufs : 1, pb->k_rows, pb->m_smem ? 1 : 0,
-                    at->nan_to_zero ? 1 : 0, (long long)unit_bytes(pb, warps),
-                    (long long)(pb->batch * pb->heads * n_qt));
-    if (pb->mma) base_str_printf(s, "    kg_att_mma_rtask(&p, t, %d);\n}\n\n", pb->units);
+                    at->nan_to_zero ? 1 : 0);
+    if (pb->mma)
+        base_str_printf(s, "    p.unit_smem = %lld;\n    p.tasks = %lld;\n    kg_att_mma_rtask(&p, t, %d);\n}\n\n",
+                        (long long)unit_bytes(pb, warps), (long long)(pb->batch * pb->heads * n_qt), pb->units);
     else base_str_cat(s, "    kg_att_simt_rtask(&p, t);\n}\n\n");
     *op = (cg_op){.n_rtasks = cdiv(pb->batch * pb->heads * n_qt, pb->units),
                   .block = pb->units * 32 * warps * pb->split,
