@@ -518,6 +518,24 @@ onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys
 PY
     expect cuda_mono_384_tiles 0 "three of them" -- sh -c "test \"\$('$kiln' inspect '$tmp/qkv16.onnx' --schedule mono \
         --precision fp16 | grep -c ' 44 rTasks .*\[kg_gemm_wgt 192x192x64 (TMA)')\" = 3 && echo three of them"
+    # the out-projection's shape (a bias and a residual) in those blocks: the
+    # producer-warp 128 x 96 tile, narrow, on 288 of the 384 threads
+    python3 - "$tmp/proj16.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+w = numpy_helper.from_array(rng.standard_normal((768, 768)).astype(np.float32), "w")
+b = numpy_helper.from_array(rng.standard_normal(768).astype(np.float32), "b")
+nodes = [helper.make_node("Tanh", ["x"], ["h"]), helper.make_node("MatMul", ["h", "w"], ["t"]),
+         helper.make_node("Add", ["t", "b"], ["u"]), helper.make_node("Add", ["u", "r"], ["y"])]
+g = helper.make_graph(nodes, "proj16", [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2048, 768]) for n in "xr"],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2048, 768])], [w, b])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_mono_384_producer_warp 0 "on 288 of the 384 threads  [kg_gemm_wgt_ws 128x96x64 (TMA)" -- "$kiln" inspect \
+        "$tmp/proj16.onnx" --schedule mono --precision fp16
     # ... but not beside a convolution, which no 384-thread template takes
     python3 - "$tmp/convmm.onnx" <<'PY'
 import sys

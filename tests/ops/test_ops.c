@@ -2945,6 +2945,26 @@ static void b_matmul_three_warpgroups(tc *c)
     c->mono_config = "384x1";
 }
 
+/* A product with a bias and a residual, as BERT b16's out-projection
+ * and FFN2 (1800 to 2048 rows, 768 columns, K 64 to 512): in 384-thread
+ * blocks (mono:384x1 under a mono schedule) sm_90 builds it as the
+ * producer-warp 128 x 96 TMA tile on 288 of the threads, the other 96
+ * leaving the rTask early; K past the tile's 4 stages on odd variants. */
+static void b_matmul_producer_warp_narrow(tc *c)
+{
+    int64_t M = rint_(c, 1800, 2048), K = 16 * (c->variant ? rint_(c, 20, 32) : rint_(c, 4, 12)), N = 768;
+    tc_input(c, "x", KILN_F32, 2, (int64_t[]){M, K}, G_NORMAL);
+    tc_input(c, "r", KILN_F32, 2, (int64_t[]){M, N}, G_NORMAL);
+    tc_const(c, "w", KILN_F32, 2, (int64_t[]){K, N}, G_NORMAL);
+    tc_const(c, "b", KILN_F32, 1, (int64_t[]){N}, G_NORMAL);
+    tc_node(c, "Tanh", "x", "h");
+    tc_node(c, "MatMul", "h,w", "t");
+    tc_node(c, "Add", "t,b", "u");
+    tc_node(c, "Add", "u,r", "y");
+    tc_out(c, "y");
+    c->mono_config = "384x1";
+}
+
 /* A Transpose that only moves dims of extent 1 (ViT's [1, S, E] -> [S, 1,
  * E]) between computed values: it shares its input's memory, no copy.
  * Variant 3 also moves a dim of extent > 1, which must copy. */
@@ -3447,6 +3467,7 @@ static const op_case case_table[] = {
     {"MatMul+act/special_values", b_epilogue_special, "", 0, G_NORMAL, 0, EXPECT_C, 8},
     {"MatMul/large", b_matmul_large, "", 0, G_NORMAL, 0, EXPECT_C, 2},
     {"MatMul/three_warpgroups", b_matmul_three_warpgroups, "", 0, G_NORMAL, 0, EXPECT_C, 2},
+    {"MatMul/producer_warp_narrow", b_matmul_producer_warp_narrow, "", 0, G_NORMAL, 0, EXPECT_C, 2},
     {"MatMul/tma_operands", b_matmul_tma, "", 0, G_NORMAL, 0, EXPECT_C, 4},
     {"Conv/large", b_conv_large, "", 0, G_NORMAL, 0, EXPECT_C, 2},
     /* pooling and row groups */

@@ -435,10 +435,10 @@ static int64_t cfg_rtasks(const gemm_problem *g, const gemm_cfg *c) { return cfg
 /* The blocks of c's clusters (cg_op.cluster): 1 when it has none. */
 static int cfg_cluster(const gemm_cfg *c) { return c->cs ? c->splits : KILN_MAX(1, c->cn); }
 
-/* Whether c's rOperator may be narrow (cg_op.narrow): every template but
- * the producer-warp one meets only its own threads (kg.h, kg_sync_n); a
- * cluster's barriers take every thread of its blocks. */
-static bool cfg_narrow(const gemm_cfg *c) { return c->cn == 0 && !c->cs; }
+/* Whether c's rOperator may be narrow (cg_op.narrow): every template
+ * meets only its own threads (kg.h, kg_sync_n), the producer-warp one too
+ * when alone; a cluster's barriers take every thread of its blocks. */
+static bool cfg_narrow(const gemm_cfg *c) { return c->cn <= 1 && !c->cs; }
 
 /* How many of c's blocks a multiprocessor's 228 KB of shared memory hold
  * (each block also takes 1 KB of the system's). */

@@ -1442,11 +1442,15 @@ static __device__ __forceinline__ void kg_gemm_wgt_ws(const kg_gemm_args *g, int
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     kg_fence_proxy_async();
-    __syncthreads();
+    kg_sync_n(n_mma + 32); /* its own threads: alone it may be narrow */
     if (cn > 1) kg_cluster_sync(); /* the other block's barriers are initialised */
     const int first = stages < k_tiles ? stages : k_tiles;
     kg_gemm_tma_first(g, smem, smem_b, full, m0, n0, 0, first, bm, bn, cn, rank, n_mma);
+    /* zeroed in the producer warp too: with its accumulators undefined on
+     * that path, ptxas under a persistent kernel's register cap (168 at 384
+     * threads) serialized the MMAs (C7511) */
     float d[128];
+    kg_wg_zero(d, bn / 2);
     if (threadIdx.x >= n_mma) {
         if (threadIdx.x == n_mma) /* the producer: the stages after the first */
 #pragma unroll 1
@@ -1458,7 +1462,6 @@ static __device__ __forceinline__ void kg_gemm_wgt_ws(const kg_gemm_args *g, int
             }
     } else {
         const unsigned other_empty = cn > 1 ? kg_cluster_map(empty, rank ^ 1u) : 0u;
-        kg_wg_zero(d, bn / 2);
 #pragma unroll 1
         for (int kt = 0; kt < k_tiles; kt++) {
             const int ps = kg_wgt_step(d, g, smem, smem_b, full, kt, k_tiles, wg, a_bytes, b_bytes, bn, stages);
@@ -1474,7 +1477,7 @@ static __device__ __forceinline__ void kg_gemm_wgt_ws(const kg_gemm_args *g, int
     kg_gemm_wgt_store(g, d, smem, m0, n0, bm, bn, n_mma + 32);
     /* neither block leaves (or re-initialises its barriers for the next
      * rTask) while the other may still arrive on them */
-    __syncthreads();
+    kg_sync_n(n_mma + 32);
     if (cn > 1) kg_cluster_sync();
 #else
     if ((int)threadIdx.x < bm / 64 * 128) kg_gemm_wg_on_tc(g, tm, tn, bm, bn); /* the producer warp idles */
