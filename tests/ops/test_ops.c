@@ -2110,6 +2110,41 @@ static void b_layernorm(tc *c)
     tc_out(c, "y");
 }
 
+/* RMSNorm as a graph spells it (the CUDA target's rows pattern, pass.h
+ * PASS_PATTERN_RMS_NORM): x / sqrt(mean(x^2) + eps), optionally times a
+ * per-column scale. Variant 0: Pow and Div, a scale; 1: Mul(x, x) and
+ * Reciprocal then Mul, no scale; 2: Div(1, .) then Mul, a scale, rows too
+ * wide to hold the scale ahead (kg_row_gb); 3: [2, S, 768] with a scale,
+ * 3 chunks a lane, as a transformer's. */
+static void b_rms_norm(tc *c)
+{
+    int64_t dims[3] = {rdim(c, 1, 40), c->variant == 2 ? rint_(c, 1100, 2100) : rint_(c, 2, 300), 768};
+    int rank = 2;
+    if (c->variant == 3) dims[0] = 2, dims[1] = rint_(c, 30, 70), rank = 3;
+    int64_t cols = dims[rank - 1];
+    tc_input(c, "x", KILN_F32, rank, dims, G_NORMAL);
+    tc_scalar(c, "two", KILN_F32, 2.0);
+    tc_scalar(c, "one", KILN_F32, 1.0);
+    tc_scalar(c, "eps", KILN_F32, 1e-6);
+    tc_node(c, c->variant == 1 ? "Mul" : "Pow", c->variant == 1 ? "x,x" : "x,two", "sq");
+    ais(c, tc_node(c, "ReduceMean", "sq", "ms"), "axes", 1, (int64_t[]){-1});
+    tc_node(c, "Add", "ms,eps", "mse");
+    tc_node(c, "Sqrt", "mse", "rms");
+    bool scale = c->variant != 1;
+    const char *normed = scale ? "n" : "y";
+    if (c->variant == 0) {
+        tc_node(c, "Div", "x,rms", normed);
+    } else {
+        tc_node(c, c->variant == 1 ? "Reciprocal" : "Div", c->variant == 1 ? "rms" : "one,rms", "inv");
+        tc_node(c, "Mul", c->variant == 1 ? "x,inv" : "inv,x", normed);
+    }
+    if (scale) {
+        tc_const(c, "w", KILN_F32, 1, &cols, G_NORMAL);
+        tc_node(c, "Mul", "n,w", "y");
+    }
+    tc_out(c, "y");
+}
+
 static void b_global_avgpool(tc *c)
 {
     int64_t dims[5];
@@ -3483,6 +3518,7 @@ static const op_case case_table[] = {
     CASE_OP("Softmax/masked_and_large", b_softmax_masked, "Softmax", 13),
     CASE_OP("LogSoftmax/masked_and_large", b_softmax_masked, "LogSoftmax", 13),
     CASE("LayerNormalization", b_layernorm),
+    {"RMSNorm/pattern", b_rms_norm, "", 0, G_NORMAL, 0, EXPECT_C, 4},
     CASE("LayerNormalization/offset_rows", b_layernorm_offset),
     CASE("GlobalAveragePool", b_global_avgpool),
     /* data movement */

@@ -45,7 +45,7 @@
 /* Chunks a thread keeps in registers (each at most 8 floats). */
 #define KG_ROW_HELD 16
 /* The most chunks a thread's row may have for kg_row and kg_rows_held to
- * load g and b ahead (kg_row_gb): 16 registers a chunk. */
+ * load g and b ahead (kg_row_gb): 16 words a chunk, 8 used for 16-bit. */
 #define KG_ROW_PRE_CHUNKS 4
 /* kg_rows_held: rows a warp takes at once, and the chunks a thread then
  * holds over all of them. */
@@ -113,6 +113,40 @@ static __device__ __forceinline__ void kg_ld_n(const void *p, kg_i64 i, int st, 
     }
 }
 
+/* n (1, 2, 4 or 8) elements of storage st at element i of p, aligned to
+ * n elements, as they are stored: 32-bit words w[0..], a 16-bit element in
+ * each half, the lower one first (n = 1: w[0]'s lower half); with a cache
+ * hint (KG_HINT_*). */
+static __device__ __forceinline__ void kg_ld_words(const void *p, kg_i64 i, int st, int n, int hint, unsigned *w)
+{
+    const int size = st == KG_ST_F32 ? 4 : 2;
+    const unsigned char *q = (const unsigned char *)p + i * size;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const int bytes = n * size - 16 * k; /* 8 floats: two 16-byte loads */
+        if (bytes <= 0) break;
+        if (hint == KG_HINT_STREAM) {
+            kg_ldw_stream(q + 16 * k, bytes < 16 ? bytes : 16, w + 4 * k);
+        } else if (hint == KG_HINT_KEEP) {
+            kg_ldw_keep(q + 16 * k, bytes < 16 ? bytes : 16, w + 4 * k);
+        } else if (bytes >= 16) {
+            const uint4 u = *(const uint4 *)(q + 16 * k);
+            w[4 * k] = u.x, w[4 * k + 1] = u.y, w[4 * k + 2] = u.z, w[4 * k + 3] = u.w;
+        } else if (bytes == 8) {
+            const uint2 u = *(const uint2 *)q;
+            w[0] = u.x, w[1] = u.y;
+        } else {
+            w[0] = bytes == 4 ? *(const unsigned *)q : (unsigned)*(const unsigned short *)q;
+        }
+    }
+}
+
+/* Element j of what kg_ld_words loaded, as a float. */
+static __device__ __forceinline__ float kg_word_elem(const unsigned *w, int j, int st)
+{
+    return st == KG_ST_F32 ? __uint_as_float(w[j]) : kg_bits2f((w[j >> 1] >> (16 * (j & 1))) & 0xffffu, st);
+}
+
 /* kg_ld_n with a cache hint (KG_HINT_*). */
 static __device__ __forceinline__ void kg_ld_nh(const void *p, kg_i64 i, int st, int n, int hint, float *v)
 {
@@ -120,20 +154,12 @@ static __device__ __forceinline__ void kg_ld_nh(const void *p, kg_i64 i, int st,
         kg_ld_n(p, i, st, n, v);
         return;
     }
-    const int size = st == KG_ST_F32 ? 4 : 2;
-    const unsigned char *q = (const unsigned char *)p + i * size;
     unsigned w[8];
-#pragma unroll
-    for (int k = 0; k < 2; k++) {
-        const int bytes = n * size - 16 * k; /* 8 floats: two 16-byte loads */
-        if (bytes <= 0) break;
-        if (hint == KG_HINT_STREAM) kg_ldw_stream(q + 16 * k, bytes < 16 ? bytes : 16, w + 4 * k);
-        else kg_ldw_keep(q + 16 * k, bytes < 16 ? bytes : 16, w + 4 * k);
-    }
+    kg_ld_words(p, i, st, n, hint, w);
 #pragma unroll
     for (int j = 0; j < 8; j++) {
         if (j >= n) break;
-        v[j] = size == 4 ? __uint_as_float(w[j]) : kg_bits2f((w[j >> 1] >> (16 * (j & 1))) & 0xffffu, st);
+        v[j] = kg_word_elem(w, j, st);
     }
 }
 
@@ -233,7 +259,7 @@ static __device__ __forceinline__ void kg_row_load(const kg_rows *p, kg_i64 base
  * pass 0, or in every pass when the row is not held in registers. */
 static __device__ __forceinline__ void kg_row_chunk(const kg_rows *p, kg_i64 base, int c, int pass, bool held, bool load,
                                                     int hx, int hg, float *v, float a, float s, float *acc,
-                                                    const float *gb, bool pre)
+                                                    const unsigned *gb, bool pre)
 {
     const bool soft = p->op == KG_ROW_SOFTMAX || p->op == KG_ROW_LOG_SOFTMAX;
     if (load) kg_row_load(p, base, c, hx, v);
@@ -266,7 +292,11 @@ static __device__ __forceinline__ void kg_row_chunk(const kg_rows *p, kg_i64 bas
     float gv[8], bv[8];
     if (!soft && pre) {
 #pragma unroll
-        for (int j = 0; j < 8; j++) gv[j] = gb[j], bv[j] = gb[8 + j];
+        for (int j = 0; j < 8; j++) {
+            if (j >= p->vec) break;
+            gv[j] = p->g ? kg_word_elem(gb, j, p->sg) : 1.0f;
+            bv[j] = p->b ? kg_word_elem(gb + 8, j, p->sb) : 0.0f;
+        }
     } else if (!soft) {
 #pragma unroll
         for (int j = 0; j < 8; j++) gv[j] = 1.0f, bv[j] = 0.0f;
@@ -286,13 +316,13 @@ static __device__ __forceinline__ void kg_row_chunk(const kg_rows *p, kg_i64 bas
 
 /* One pass over the thread's chunks (kg_row_chunk; hints hx, hg): unrolled
  * over the registers when the row is held, a plain loop reading x again
- * otherwise. With pre, a held row's g and b are in gb, 16 floats a chunk
+ * otherwise. With pre, a held row's g and b are in gb, 16 words a chunk
  * (kg_row_gb); else they are loaded here. (A flag, not a NULL gb: a
  * pointer chosen at run time puts the array in local memory, where each
  * load waited for the one before; mono's layer norm rTasks took twice as
  * long.) */
 static __device__ __forceinline__ void kg_row_pass(const kg_rows *p, kg_i64 base, int pass, int hx, int hg, float *v,
-                                                   float a, float s, float *acc, const float *gb, bool pre)
+                                                   float a, float s, float *acc, const unsigned *gb, bool pre)
 {
     const int nt = p->block ? blockDim.x : 32, r = p->block ? threadIdx.x : (threadIdx.x & 31);
     if (p->held) {
@@ -311,20 +341,22 @@ static __device__ __forceinline__ void kg_row_pass(const kg_rows *p, kg_i64 base
     }
 }
 
-/* g's and b's values (1 and 0 where absent) of this thread's chunks of a
- * row of at most KG_ROW_PRE_CHUNKS, 16 floats a chunk (kg_row_pass's gb). */
-static __device__ __forceinline__ void kg_row_gb(const kg_rows *p, int hg, float *gb)
+/* g's and b's values of this thread's chunks of a row of at most
+ * KG_ROW_PRE_CHUNKS, as stored (kg_ld_words), 16 words a chunk: g's in the
+ * first 8, b's in the others (kg_row_pass's gb; only what is present, in
+ * chunks inside the row). Packed, 16-bit ones hold half the registers that
+ * floats would: as floats, BERT b16's layer norm body (2 rows of 3 chunks a
+ * warp) spilled in a 384-thread persistent kernel. */
+static __device__ __forceinline__ void kg_row_gb(const kg_rows *p, int hg, unsigned *gb)
 {
     const int nt = p->block ? blockDim.x : 32, r = p->block ? threadIdx.x : (threadIdx.x & 31);
 #pragma unroll
     for (int k = 0; k < KG_ROW_PRE_CHUNKS; k++) {
         if (k >= p->per) break;
         const int c = kg_row_col(p, k, nt, r);
-#pragma unroll
-        for (int j = 0; j < 8; j++) gb[16 * k + j] = 1.0f, gb[16 * k + 8 + j] = 0.0f;
         if (c < 0) continue;
-        if (p->g) kg_ld_nh(p->g, c, p->sg, p->vec, hg, gb + 16 * k);
-        if (p->b) kg_ld_nh(p->b, c, p->sb, p->vec, hg, gb + 16 * k + 8);
+        if (p->g) kg_ld_words(p->g, c, p->sg, p->vec, hg, gb + 16 * k);
+        if (p->b) kg_ld_words(p->b, c, p->sb, p->vec, hg, gb + 16 * k + 8);
     }
 }
 
@@ -358,7 +390,8 @@ static __device__ __forceinline__ void kg_row(const kg_rows *p, kg_i64 row, int 
 {
     const bool soft = p->op == KG_ROW_SOFTMAX || p->op == KG_ROW_LOG_SOFTMAX;
     const kg_i64 base = row * (kg_i64)p->cols;
-    float v[KG_ROW_HELD * 8], gb[KG_ROW_PRE_CHUNKS * 16];
+    float v[KG_ROW_HELD * 8];
+    unsigned gb[KG_ROW_PRE_CHUNKS * 16];
     float a = soft ? -__int_as_float(0x7f800000) : 0.0f, s = 0.0f;
     if (soft && !p->held) {
         kg_row_online(p, base, hx, &a, &s);
@@ -427,7 +460,7 @@ static __device__ __forceinline__ void kg_rows_held(const kg_rows *p, kg_i64 row
     const bool soft = p->op == KG_ROW_SOFTMAX || p->op == KG_ROW_LOG_SOFTMAX;
     float v[KG_ROW_MULTI_CHUNKS * 8], shift[KG_ROW_MULTI], a[KG_ROW_MULTI], s[KG_ROW_MULTI];
     /* g and b first (the same columns for every row; kg_row) */
-    float gb[KG_ROW_PRE_CHUNKS * 16];
+    unsigned gb[KG_ROW_PRE_CHUNKS * 16];
     const bool pre = !soft && p->per <= KG_ROW_PRE_CHUNKS && (p->g || p->b) && p->op != KG_ROW_MEAN;
     if (pre) kg_row_gb(p, hg, gb);
     /* loads: every row's chunks, and the first elements its sums are taken about (kg_row) */
