@@ -2112,36 +2112,65 @@ static void b_layernorm(tc *c)
 
 /* RMSNorm as a graph spells it (the CUDA target's rows pattern, pass.h
  * PASS_PATTERN_RMS_NORM): x / sqrt(mean(x^2) + eps), optionally times a
- * per-column scale. Variant 0: Pow and Div, a scale; 1: Mul(x, x) and
- * Reciprocal then Mul, no scale; 2: Div(1, .) then Mul, a scale, rows too
- * wide to hold the scale ahead (kg_row_gb); 3: [2, S, 768] with a scale,
- * 3 chunks a lane, as a transformer's. */
+ * per-column scale. Variant 0: Pow and Div, a scale, 256 to 512 columns
+ * (x is a graph input, float32: 4-element chunks, at most 4 a lane, the
+ * scale loaded ahead, kg_row_gb); 1: Mul(x, x) and Reciprocal then Mul, no
+ * scale; 2: Div(1, .) then Mul, a scale, over 1100 columns; 3: between two
+ * Tanh, so that under 16-bit storage x and y are 16-bit: [2, S, 768], 8
+ * elements a chunk, 3 a lane, the scale held packed. */
 static void b_rms_norm(tc *c)
 {
-    int64_t dims[3] = {rdim(c, 1, 40), c->variant == 2 ? rint_(c, 1100, 2100) : rint_(c, 2, 300), 768};
+    int64_t dims[3] = {rdim(c, 1, 40), rint_(c, 2, 300), 768};
+    if (c->variant == 0) dims[1] = 4 * rint_(c, 64, 128);
+    if (c->variant == 2) dims[1] = rint_(c, 1100, 2100);
     int rank = 2;
     if (c->variant == 3) dims[0] = 2, dims[1] = rint_(c, 30, 70), rank = 3;
     int64_t cols = dims[rank - 1];
     tc_input(c, "x", KILN_F32, rank, dims, G_NORMAL);
+    const char *x = "x";
+    if (c->variant == 3) tc_node(c, "Tanh", "x", x = "h");
     tc_scalar(c, "two", KILN_F32, 2.0);
     tc_scalar(c, "one", KILN_F32, 1.0);
     tc_scalar(c, "eps", KILN_F32, 1e-6);
-    tc_node(c, c->variant == 1 ? "Mul" : "Pow", c->variant == 1 ? "x,x" : "x,two", "sq");
+    tc_node(c, c->variant == 1 ? "Mul" : "Pow", tc_str(c, c->variant == 1 ? "%s,%s" : "%s,two", x, x), "sq");
     ais(c, tc_node(c, "ReduceMean", "sq", "ms"), "axes", 1, (int64_t[]){-1});
     tc_node(c, "Add", "ms,eps", "mse");
     tc_node(c, "Sqrt", "mse", "rms");
     bool scale = c->variant != 1;
     const char *normed = scale ? "n" : "y";
     if (c->variant == 0) {
-        tc_node(c, "Div", "x,rms", normed);
+        tc_node(c, "Div", tc_str(c, "%s,rms", x), normed);
     } else {
         tc_node(c, c->variant == 1 ? "Reciprocal" : "Div", c->variant == 1 ? "rms" : "one,rms", "inv");
-        tc_node(c, "Mul", c->variant == 1 ? "x,inv" : "inv,x", normed);
+        tc_node(c, "Mul", tc_str(c, c->variant == 1 ? "%s,inv" : "inv,%s", x), normed);
     }
     if (scale) {
         tc_const(c, "w", KILN_F32, 1, &cols, G_NORMAL);
-        tc_node(c, "Mul", "n,w", "y");
+        tc_node(c, "Mul", "n,w", c->variant == 3 ? "s" : "y");
     }
+    if (c->variant == 3) tc_node(c, "Tanh", "s", "y");
+    tc_out(c, "y");
+}
+
+/* LayerNormalization between two Tanh, so that under 16-bit storage its x
+ * and y are 16-bit (a graph's own inputs and outputs stay float32): 8
+ * elements a chunk, g and b loaded ahead and held packed (kg_row_gb), as in
+ * BERT and ViT. Variant 0: [16, S, 768] with a bias (BERT b16's rows: in a
+ * persistent kernel more than a row a warp, kg_rows_held); 1: [2, S, 768]
+ * without; 2: 384 columns, lanes past the row's end on their second chunk;
+ * 3: 1000, 4 chunks a lane, past the end on the fourth. */
+static void b_layernorm_16bit(tc *c)
+{
+    int64_t cols = (int64_t[]){768, 768, 384, 1000}[c->variant & 3];
+    int64_t dims[3] = {c->variant == 0 ? 16 : 2, c->variant == 0 ? rint_(c, 100, 128) : rint_(c, 30, 70), cols};
+    tc_input(c, "x", KILN_F32, 3, dims, G_NORMAL);
+    tc_node(c, "Tanh", "x", "h");
+    tc_const(c, "gamma", KILN_F32, 1, &cols, G_NORMAL);
+    bool bias = c->variant != 1;
+    if (bias) tc_const(c, "beta", KILN_F32, 1, &cols, G_NORMAL);
+    tc_node(c, "LayerNormalization", bias ? "h,gamma,beta" : "h,gamma", "n");
+    tc_node(c, "Tanh", "n", "y");
+    tc_note(c, "bias=%d", bias);
     tc_out(c, "y");
 }
 
@@ -2982,8 +3011,8 @@ static void b_matmul_three_warpgroups(tc *c)
 
 /* A product with a bias and a residual, as BERT b16's out-projection
  * and FFN2 (1800 to 2048 rows, 768 columns, K 64 to 512): in 384-thread
- * blocks (mono:384x1 under a mono schedule) sm_90 builds it as the
- * producer-warp 128 x 96 TMA tile on 288 of the threads, the other 96
+ * blocks (mono:384x1 under a mono schedule) sm_90 builds it in 16 bits as
+ * the producer-warp 128 x 96 TMA tile on 288 of the threads, the other 96
  * leaving the rTask early; K past the tile's 4 stages on odd variants. */
 static void b_matmul_producer_warp_narrow(tc *c)
 {
@@ -3519,6 +3548,7 @@ static const op_case case_table[] = {
     CASE_OP("LogSoftmax/masked_and_large", b_softmax_masked, "LogSoftmax", 13),
     CASE("LayerNormalization", b_layernorm),
     {"RMSNorm/pattern", b_rms_norm, "", 0, G_NORMAL, 0, EXPECT_C, 4},
+    {"LayerNormalization/16bit", b_layernorm_16bit, "", 0, G_NORMAL, 0, EXPECT_C, 4},
     CASE("LayerNormalization/offset_rows", b_layernorm_offset),
     CASE("GlobalAveragePool", b_global_avgpool),
     /* data movement */

@@ -198,7 +198,9 @@ static void plan_mono(const cg_mono_ctx *m, const sched_group *grp, rows_plan *r
 {
     if (!rp->team_block && rp->held) {
         int per_row = rp->per * rp->vec + ROWS_MONO_REGS_ROW;
-        /* a row of a few chunks has its g and b loaded ahead, 16 floats a chunk (kg_rows.cuh kg_row_gb) */
+        /* a row of a few chunks has its g and b loaded ahead (kg_rows.cuh kg_row_gb): counted as 16
+         * registers a chunk, what float32 ones take; 16-bit ones are held packed in 8, so the spare
+         * registers keep a called body clear of spills (BERT b16's spilled at 384 threads) */
         int other = ROWS_MONO_REGS_OTHER + (rp->per <= ROW_PRE_CHUNKS ? 16 * rp->per : 0);
         int cap = KILN_MIN(ROW_MULTI_CHUNKS / rp->per, (m->regs - other) / per_row);
         rp->rows_a_warp = cg_mono_factor(m, rp->n_rtasks, cap);

@@ -1413,7 +1413,8 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
  * itself in the other block and issued the copies). Per stage: `full`
  * (the stage's bytes landed in this block) and `empty` (every warp of both
  * blocks is done with it: each warp arrives on both blocks' barriers).
- * Threads: bm / 64 * 128 + 32. With cn 2: bm / 64 even when A is MN-major
+ * Threads: bm / 64 * 128 + 32, the first of a wider block's when cn is 1
+ * (narrow: only kg_sync_n over them). With cn 2: bm / 64 even when A is MN-major
  * (64-row atoms); a K-major A's tensor map boxes bm / 2 rows. No split-K;
  * the grid is whole clusters (KG_CLUSTER(cn)). Shared memory:
  * KG_GEMM_WGT_SMEM.
