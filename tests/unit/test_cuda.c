@@ -95,6 +95,66 @@ UNIT_TEST(nvrtc_error_quotes_the_bad_line)
     base_diag_free(&d);
 }
 
+/* ptxas's spill warnings, as --warn-on-spills writes them, summarised;
+ * other lines ignored. */
+UNIT_TEST(nvrtc_spill_report_parses)
+{
+    static const char log[] =
+        "ptxas info    : 0 bytes gmem\n"
+        "ptxas warning : Registers are spilled to local memory in function "
+        "'_ZN33_INTERNAL_04b3b814_8_model_cu_k_05opb_5EPK9kiln_gctxiyyyy', 44 bytes spill stores, 88 bytes spill "
+        "loads\n"
+        "ptxas warning : Registers are spilled to local memory in function 'k_0', 8 bytes spill stores, 16 bytes "
+        "spill loads\n";
+    base_str out;
+    base_str_init(&out);
+    UNIT_CHECK_EQ_INT(cg_nvrtc_spills(log, &out), 2);
+    UNIT_CHECK_STR_CONTAINS(base_str_get(&out), "opb_5 (44 bytes stored, 88 loaded); k_0 (8 bytes stored, 16 loaded)");
+    base_str_free(&out);
+    base_str_init(&out);
+    UNIT_CHECK_EQ_INT(cg_nvrtc_spills("ptxas info    : Used 10 registers\n", &out), 0);
+    UNIT_CHECK_EQ_INT((int)out.len, 0);
+    UNIT_CHECK_EQ_INT(cg_nvrtc_spills(NULL, &out), 0);
+    base_str_free(&out);
+}
+
+/* A kernel held to 32 registers a thread with 64 values live at once
+ * spills, and cg_nvrtc_compile_spills names it; vadd does not. */
+UNIT_TEST(nvrtc_reports_spills)
+{
+    if (!have_nvrtc()) return;
+    static const char tight_src[] =
+        "extern \"C\" __global__ void __launch_bounds__(1024, 2) tight(const float *x, float *y)\n"
+        "{\n"
+        "    float v[64];\n"
+        "#pragma unroll\n"
+        "    for (int i = 0; i < 64; i++) v[i] = x[threadIdx.x * 64 + i];\n"
+        "#pragma unroll\n"
+        "    for (int i = 0; i < 64; i++) {\n"
+        "        float s = 0.0f;\n"
+        "#pragma unroll\n"
+        "        for (int j = 0; j < 64; j++) s = fmaf(v[j], v[(i + j) & 63], s);\n"
+        "        y[threadIdx.x * 64 + i] = s;\n"
+        "    }\n"
+        "}\n";
+    base_diag d;
+    base_diag_init(&d);
+    void *cubin;
+    size_t n;
+    char *spills = NULL;
+    UNIT_CHECK_EQ_INT(cg_nvrtc_compile_spills(tight_src, "tight.cu", 9, 0, true, &cubin, &n, &spills, &d), KILN_OK);
+    UNIT_CHECK(spills != NULL);
+    if (spills) UNIT_CHECK_STR_CONTAINS(spills, "tight (");
+    base_free(spills);
+    base_free(cubin);
+    spills = NULL;
+    UNIT_CHECK_EQ_INT(cg_nvrtc_compile_spills(vadd_src, "vadd.cu", 9, 0, true, &cubin, &n, &spills, &d), KILN_OK);
+    UNIT_CHECK(spills != NULL && spills[0] == 0);
+    base_free(spills);
+    base_free(cubin);
+    base_diag_free(&d);
+}
+
 UNIT_TEST(nvrtc_rejects_bad_arch)
 {
     if (!have_nvrtc()) return;

@@ -1908,6 +1908,7 @@ typedef struct image_job {
     const char *src;
     int i;
     rt_gimage *img;
+    char *spills; /* ptxas's spill report (cg_nvrtc_spills) */
     base_diag d;
     kiln_status st;
 } image_job;
@@ -1917,8 +1918,8 @@ static void *build_image(void *arg)
     image_job *j = arg;
     void *cubin;
     size_t n;
-    j->st = cg_nvrtc_compile(j->src, "model.cu", images[j->i].major, images[j->i].minor, images[j->i].arch_specific,
-                             &cubin, &n, &j->d);
+    j->st = cg_nvrtc_compile_spills(j->src, "model.cu", images[j->i].major, images[j->i].minor,
+                                    images[j->i].arch_specific, &cubin, &n, &j->spills, &j->d);
     if (j->st == KILN_OK)
         *j->img = (rt_gimage){.sm = images[j->i].major * 10 + images[j->i].minor,
                               .arch_specific = images[j->i].arch_specific, .cubin = cubin, .bytes = n};
@@ -1926,7 +1927,10 @@ static void *build_image(void *arg)
 }
 
 /* Builds every image of src at once, a thread each (this one the last):
- * the build time is the slowest image's, not the sum. */
+ * the build time is the slowest image's, not the sum. A function of the
+ * generated code that spills registers to local memory is named in a
+ * progress line: its loads of them wait on memory (BERT b16's layer norm
+ * body, 44 bytes, ran its rTasks 1.8 times as long). */
 static kiln_status build_images(const target_options *o, const char *src, size_t len, rt_gimage *img, base_diag *d)
 {
     image_job jobs[KILN_COUNT(images)];
@@ -1938,7 +1942,7 @@ static kiln_status build_images(const target_options *o, const char *src, size_t
         snprintf(line, sizeof(line), "NVRTC: building sm_%d%d%s (%zu KB of CUDA C)", images[i].major,
                  images[i].minor, images[i].arch_specific ? "a" : "", len / 1024);
         progress(o, line);
-        jobs[i] = (image_job){.src = src, .i = (int)i, .img = &img[i]};
+        jobs[i] = (image_job){.src = src, .i = (int)i, .img = &img[i], .spills = NULL};
         base_diag_init(&jobs[i].d);
         /* a refused thread only costs time: the image is built on this one after */
         if (i + 1 < n) started[i] = pthread_create(&th[i], NULL, build_image, &jobs[i]) == 0;
@@ -1948,6 +1952,13 @@ static kiln_status build_images(const target_options *o, const char *src, size_t
     kiln_status st = KILN_OK;
     for (size_t i = 0; i < n; i++) {
         if (started[i]) pthread_join(th[i], NULL);
+        if (jobs[i].st == KILN_OK && jobs[i].spills && jobs[i].spills[0]) {
+            char line[1024];
+            snprintf(line, sizeof(line), "ptxas: sm_%d%d%s code spills registers to local memory, slower: %s",
+                     images[i].major, images[i].minor, images[i].arch_specific ? "a" : "", jobs[i].spills);
+            progress(o, line);
+        }
+        base_free(jobs[i].spills);
         if (jobs[i].st != KILN_OK && st == KILN_OK) { /* the first failure's messages, one by one */
             st = jobs[i].st;
             for (int k = 0; k < jobs[i].d.n_msgs; k++) base_diag_add(d, st, "%s", jobs[i].d.msgs[k]);

@@ -11,6 +11,7 @@
  */
 #include "target/cuda/nvrtc.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
@@ -203,21 +204,72 @@ static void report_compile_error(const char *log, const char *src, const char *n
     }
 }
 
+/* A mangled name's last component (_ZN<len><id>...<len><id>E...), or the
+ * name itself: [*at, *at + *len) of name. */
+static void short_name(const char *name, int name_len, const char **at, int *len)
+{
+    *at = name;
+    *len = name_len;
+    if (name_len < 4 || strncmp(name, "_ZN", 3) != 0) return;
+    const char *p = name + 3, *end = name + name_len;
+    while (p < end && isdigit((unsigned char)*p)) {
+        char *after;
+        long n = strtol(p, &after, 10);
+        if (n <= 0 || n > end - after) return;
+        *at = after;
+        *len = (int)n;
+        p = after + n;
+    }
+}
+
+int cg_nvrtc_spills(const char *log, base_str *out)
+{
+    static const char key[] = "Registers are spilled to local memory in function '";
+    int count = 0;
+    for (const char *p = log ? strstr(log, key) : NULL; p; p = strstr(p, key)) {
+        p += sizeof(key) - 1;
+        const char *q = strchr(p, '\'');
+        if (!q) break;
+        const char *at;
+        int len;
+        short_name(p, (int)(q - p), &at, &len);
+        long stores = 0, loads = 0;
+        const char *nl = strchr(q, '\n'), *st = strstr(q, "bytes spill stores"), *ld = strstr(q, "bytes spill loads");
+        if (q[1] == ',' && (!nl || (st && st < nl))) stores = strtol(q + 2, NULL, 10);
+        if (st && (!nl || (ld && ld < nl))) {
+            const char *c = strchr(st, ',');
+            if (c) loads = strtol(c + 1, NULL, 10);
+        }
+        base_str_printf(out, "%s%.*s (%ld bytes stored, %ld loaded)", count ? "; " : "", len, at, stores, loads);
+        count++;
+        p = q;
+    }
+    return count;
+}
+
 kiln_status cg_nvrtc_compile(const char *src, const char *name, int sm_major, int sm_minor, bool arch_specific,
                              void **cubin, size_t *n, base_diag *d)
 {
+    return cg_nvrtc_compile_spills(src, name, sm_major, sm_minor, arch_specific, cubin, n, NULL, d);
+}
+
+kiln_status cg_nvrtc_compile_spills(const char *src, const char *name, int sm_major, int sm_minor, bool arch_specific,
+                                    void **cubin, size_t *n, char **spills, base_diag *d)
+{
     *cubin = NULL;
     *n = 0;
+    if (spills) *spills = NULL;
     KILN_TRY(nvrtc_open(d));
     if (sm_major < 1 || sm_minor < 0 || sm_minor > 9)
         return base_diag_add(d, KILN_ERR_INVALID_ARG, "bad compute capability %d.%d", sm_major, sm_minor);
     char arch[64], inc[PATH_MAX];
     snprintf(arch, sizeof(arch), "--gpu-architecture=sm_%d%d%s", sm_major, sm_minor, arch_specific ? "a" : "");
-    const char *options[4];
+    const char *options[5];
     int n_options = 0;
     options[n_options++] = arch;
     options[n_options++] = "--device-as-default-execution-space";
     if (include_dir[0] && join(inc, "--include-path=", include_dir, "")) options[n_options++] = inc;
+    if (spills) options[n_options++] = "--ptxas-options=--warn-on-spills";
 
     nvrtcProgram prog = NULL;
     KILN_TRY(NVRTC_CHECK(d, nv.nvrtcCreateProgram(&prog, src, name, 0, NULL, NULL)));
@@ -236,6 +288,24 @@ kiln_status cg_nvrtc_compile(const char *src, const char *name, int sm_major, in
     } else {
         st = NVRTC_CHECK(d, r);
     }
+    if (st == KILN_OK && spills) {
+        size_t log_n = 0;
+        st = NVRTC_CHECK(d, nv.nvrtcGetProgramLogSize(prog, &log_n));
+        char *log = st == KILN_OK ? base_malloc(log_n + 1) : NULL;
+        if (st == KILN_OK && !log) st = base_diag_add(d, KILN_ERR_OOM, "out of memory for NVRTC's log");
+        if (st == KILN_OK) st = NVRTC_CHECK(d, nv.nvrtcGetProgramLog(prog, log));
+        base_str sum;
+        base_str_init(&sum);
+        if (st == KILN_OK) {
+            log[log_n] = 0;
+            cg_nvrtc_spills(log, &sum);
+            *spills = base_malloc(sum.len + 1);
+            if (!*spills) st = base_diag_add(d, KILN_ERR_OOM, "out of memory for NVRTC's spill report");
+            else memcpy(*spills, sum.len ? base_str_get(&sum) : "", sum.len + 1);
+        }
+        base_str_free(&sum);
+        base_free(log);
+    }
     size_t size = 0;
     if (st == KILN_OK) st = NVRTC_CHECK(d, nv.nvrtcGetCUBINSize(prog, &size));
     if (st == KILN_OK && size == 0) st = base_diag_add(d, KILN_ERR_INTERNAL, "NVRTC produced no cubin for %s", arch);
@@ -248,6 +318,10 @@ kiln_status cg_nvrtc_compile(const char *src, const char *name, int sm_major, in
     else {
         base_free(*cubin);
         *cubin = NULL;
+        if (spills) {
+            base_free(*spills);
+            *spills = NULL;
+        }
     }
     NVRTC_CHECK(NULL, nv.nvrtcDestroyProgram(&prog));
     return st;

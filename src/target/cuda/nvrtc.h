@@ -26,6 +26,19 @@
 kiln_status cg_nvrtc_compile(const char *src, const char *name, int sm_major, int sm_minor, bool arch_specific,
                              void **cubin, size_t *n, base_diag *d);
 
+/* cg_nvrtc_compile, with ptxas told to report the functions that spill
+ * registers to local memory (--warn-on-spills). OUT: also *spills
+ * (base_malloc'd, "" when none): cg_nvrtc_spills' summary of them. */
+kiln_status cg_nvrtc_compile_spills(const char *src, const char *name, int sm_major, int sm_minor, bool arch_specific,
+                                    void **cubin, size_t *n, char **spills, base_diag *d);
+
+/* The functions that ptxas's log says spill ("Registers are spilled to
+ * local memory in function 'F', N bytes spill stores, M bytes spill
+ * loads"), appended to out as "F (N bytes stored, M loaded)", "; "
+ * between them, with a mangled name shortened to its last component
+ * (_ZN..._k_05opb_5E...: opb_5). Returns how many. */
+int cg_nvrtc_spills(const char *log, base_str *out);
+
 /* NVRTC's version (13.0 -> 13000); 0 when NVRTC cannot be loaded. */
 int cg_nvrtc_version(void);
 
