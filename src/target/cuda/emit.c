@@ -1953,10 +1953,12 @@ static kiln_status build_images(const target_options *o, const char *src, size_t
     for (size_t i = 0; i < n; i++) {
         if (started[i]) pthread_join(th[i], NULL);
         if (jobs[i].st == KILN_OK && jobs[i].spills && jobs[i].spills[0]) {
-            char line[1024];
-            snprintf(line, sizeof(line), "ptxas: sm_%d%d%s code spills registers to local memory, slower: %s",
-                     images[i].major, images[i].minor, images[i].arch_specific ? "a" : "", jobs[i].spills);
-            progress(o, line);
+            base_str line;
+            base_str_init(&line);
+            base_str_printf(&line, "ptxas: sm_%d%d%s code spills registers to local memory, slower: %s",
+                            images[i].major, images[i].minor, images[i].arch_specific ? "a" : "", jobs[i].spills);
+            if (!line.oom) progress(o, base_str_get(&line));
+            base_str_free(&line);
         }
         base_free(jobs[i].spills);
         if (jobs[i].st != KILN_OK && st == KILN_OK) { /* the first failure's messages, one by one */

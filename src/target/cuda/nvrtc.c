@@ -226,23 +226,24 @@ int cg_nvrtc_spills(const char *log, base_str *out)
 {
     static const char key[] = "Registers are spilled to local memory in function '";
     int count = 0;
-    for (const char *p = log ? strstr(log, key) : NULL; p; p = strstr(p, key)) {
-        p += sizeof(key) - 1;
-        const char *q = strchr(p, '\'');
-        if (!q) break;
-        const char *at;
-        int len;
-        short_name(p, (int)(q - p), &at, &len);
-        long stores = 0, loads = 0;
-        const char *nl = strchr(q, '\n'), *st = strstr(q, "bytes spill stores"), *ld = strstr(q, "bytes spill loads");
-        if (q[1] == ',' && (!nl || (st && st < nl))) stores = strtol(q + 2, NULL, 10);
-        if (st && (!nl || (ld && ld < nl))) {
-            const char *c = strchr(st, ',');
-            if (c) loads = strtol(c + 1, NULL, 10);
+    for (const char *line = log; line && *line;) {
+        const char *nl = strchr(line, '\n');
+        const int len = nl ? (int)(nl - line) : (int)strlen(line);
+        /* every search inside this line: [line, line + len) */
+        char buf[1024];
+        snprintf(buf, sizeof(buf), "%.*s", len, line);
+        const char *p = strstr(buf, key), *q = p ? strchr(p + sizeof(key) - 1, '\'') : NULL;
+        if (q) {
+            p += sizeof(key) - 1;
+            const char *at;
+            int n;
+            short_name(p, (int)(q - p), &at, &n);
+            long stores = 0, loads = 0;
+            if (sscanf(q, "', %ld bytes spill stores, %ld bytes spill loads", &stores, &loads) < 1) stores = 0;
+            base_str_printf(out, "%s%.*s (%ld bytes stored, %ld loaded)", count ? "; " : "", n, at, stores, loads);
+            count++;
         }
-        base_str_printf(out, "%s%.*s (%ld bytes stored, %ld loaded)", count ? "; " : "", len, at, stores, loads);
-        count++;
-        p = q;
+        line = nl ? nl + 1 : NULL;
     }
     return count;
 }
@@ -299,6 +300,9 @@ kiln_status cg_nvrtc_compile_spills(const char *src, const char *name, int sm_ma
         if (st == KILN_OK) {
             log[log_n] = 0;
             cg_nvrtc_spills(log, &sum);
+            if (sum.oom) st = base_diag_add(d, KILN_ERR_OOM, "out of memory for NVRTC's spill report");
+        }
+        if (st == KILN_OK) {
             *spills = base_malloc(sum.len + 1);
             if (!*spills) st = base_diag_add(d, KILN_ERR_OOM, "out of memory for NVRTC's spill report");
             else memcpy(*spills, sum.len ? base_str_get(&sum) : "", sum.len + 1);

@@ -36,7 +36,8 @@ kiln_status cg_nvrtc_compile_spills(const char *src, const char *name, int sm_ma
  * local memory in function 'F', N bytes spill stores, M bytes spill
  * loads"), appended to out as "F (N bytes stored, M loaded)", "; "
  * between them, with a mangled name shortened to its last component
- * (_ZN..._k_05opb_5E...: opb_5). Returns how many. */
+ * (_ZN..._k_05opb_5E...: opb_5); each line read on its own (a line longer
+ * than 1 KB only up to there). Returns how many; out->oom on no memory. */
 int cg_nvrtc_spills(const char *log, base_str *out);
 
 /* NVRTC's version (13.0 -> 13000); 0 when NVRTC cannot be loaded. */
