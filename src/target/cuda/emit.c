@@ -1908,7 +1908,7 @@ typedef struct image_job {
     const char *src;
     int i;
     rt_gimage *img;
-    char *spills; /* ptxas's spill report (cg_nvrtc_spills) */
+    base_str spills; /* ptxas's spill report (cg_nvrtc_spills) */
     base_diag d;
     kiln_status st;
 } image_job;
@@ -1942,7 +1942,8 @@ static kiln_status build_images(const target_options *o, const char *src, size_t
         snprintf(line, sizeof(line), "NVRTC: building sm_%d%d%s (%zu KB of CUDA C)", images[i].major,
                  images[i].minor, images[i].arch_specific ? "a" : "", len / 1024);
         progress(o, line);
-        jobs[i] = (image_job){.src = src, .i = (int)i, .img = &img[i], .spills = NULL};
+        jobs[i] = (image_job){.src = src, .i = (int)i, .img = &img[i]};
+        base_str_init(&jobs[i].spills);
         base_diag_init(&jobs[i].d);
         /* a refused thread only costs time: the image is built on this one after */
         if (i + 1 < n) started[i] = pthread_create(&th[i], NULL, build_image, &jobs[i]) == 0;
@@ -1952,15 +1953,16 @@ static kiln_status build_images(const target_options *o, const char *src, size_t
     kiln_status st = KILN_OK;
     for (size_t i = 0; i < n; i++) {
         if (started[i]) pthread_join(th[i], NULL);
-        if (jobs[i].st == KILN_OK && jobs[i].spills && jobs[i].spills[0]) {
+        if (jobs[i].st == KILN_OK && jobs[i].spills.len) {
             base_str line;
             base_str_init(&line);
             base_str_printf(&line, "ptxas: sm_%d%d%s code spills registers to local memory, slower: %s",
-                            images[i].major, images[i].minor, images[i].arch_specific ? "a" : "", jobs[i].spills);
+                            images[i].major, images[i].minor, images[i].arch_specific ? "a" : "",
+                            base_str_get(&jobs[i].spills));
             if (!line.oom) progress(o, base_str_get(&line));
             base_str_free(&line);
         }
-        base_free(jobs[i].spills);
+        base_str_free(&jobs[i].spills);
         if (jobs[i].st != KILN_OK && st == KILN_OK) { /* the first failure's messages, one by one */
             st = jobs[i].st;
             for (int k = 0; k < jobs[i].d.n_msgs; k++) base_diag_add(d, st, "%s", jobs[i].d.msgs[k]);

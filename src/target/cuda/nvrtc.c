@@ -248,6 +248,18 @@ int cg_nvrtc_spills(const char *log, base_str *out)
     return count;
 }
 
+/* prog's log (NUL-terminated; free with base_free) into *log. */
+static kiln_status program_log(nvrtcProgram prog, char **log, base_diag *d)
+{
+    size_t log_n = 0;
+    *log = NULL;
+    KILN_TRY(NVRTC_CHECK(d, nv.nvrtcGetProgramLogSize(prog, &log_n)));
+    if (!(*log = base_malloc(log_n + 1))) return base_diag_add(d, KILN_ERR_OOM, "out of memory for NVRTC's log");
+    kiln_status st = NVRTC_CHECK(d, nv.nvrtcGetProgramLog(prog, *log));
+    (*log)[st == KILN_OK ? log_n : 0] = 0;
+    return st;
+}
+
 kiln_status cg_nvrtc_compile(const char *src, const char *name, int sm_major, int sm_minor, bool arch_specific,
                              void **cubin, size_t *n, base_diag *d)
 {
@@ -255,11 +267,10 @@ kiln_status cg_nvrtc_compile(const char *src, const char *name, int sm_major, in
 }
 
 kiln_status cg_nvrtc_compile_spills(const char *src, const char *name, int sm_major, int sm_minor, bool arch_specific,
-                                    void **cubin, size_t *n, char **spills, base_diag *d)
+                                    void **cubin, size_t *n, base_str *spills, base_diag *d)
 {
     *cubin = NULL;
     *n = 0;
-    if (spills) *spills = NULL;
     KILN_TRY(nvrtc_open(d));
     if (sm_major < 1 || sm_minor < 0 || sm_minor > 9)
         return base_diag_add(d, KILN_ERR_INVALID_ARG, "bad compute capability %d.%d", sm_major, sm_minor);
@@ -276,40 +287,19 @@ kiln_status cg_nvrtc_compile_spills(const char *src, const char *name, int sm_ma
     KILN_TRY(NVRTC_CHECK(d, nv.nvrtcCreateProgram(&prog, src, name, 0, NULL, NULL)));
     nvrtcResult r = nv.nvrtcCompileProgram(prog, n_options, options);
     kiln_status st = KILN_OK;
+    char *log = NULL;
     if (r == NVRTC_ERROR_COMPILATION) {
-        size_t log_n = 0;
-        st = NVRTC_CHECK(d, nv.nvrtcGetProgramLogSize(prog, &log_n));
-        char *log = st == KILN_OK ? base_malloc(log_n + 1) : NULL;
-        if (log && NVRTC_CHECK(d, nv.nvrtcGetProgramLog(prog, log)) == KILN_OK) {
-            log[log_n] = 0;
-            report_compile_error(log, src, name, d);
-        }
-        base_free(log);
+        if (program_log(prog, &log, d) == KILN_OK) report_compile_error(log, src, name, d);
         st = KILN_ERR_INTERNAL;
     } else {
         st = NVRTC_CHECK(d, r);
     }
     if (st == KILN_OK && spills) {
-        size_t log_n = 0;
-        st = NVRTC_CHECK(d, nv.nvrtcGetProgramLogSize(prog, &log_n));
-        char *log = st == KILN_OK ? base_malloc(log_n + 1) : NULL;
-        if (st == KILN_OK && !log) st = base_diag_add(d, KILN_ERR_OOM, "out of memory for NVRTC's log");
-        if (st == KILN_OK) st = NVRTC_CHECK(d, nv.nvrtcGetProgramLog(prog, log));
-        base_str sum;
-        base_str_init(&sum);
-        if (st == KILN_OK) {
-            log[log_n] = 0;
-            cg_nvrtc_spills(log, &sum);
-            if (sum.oom) st = base_diag_add(d, KILN_ERR_OOM, "out of memory for NVRTC's spill report");
-        }
-        if (st == KILN_OK) {
-            *spills = base_malloc(sum.len + 1);
-            if (!*spills) st = base_diag_add(d, KILN_ERR_OOM, "out of memory for NVRTC's spill report");
-            else memcpy(*spills, sum.len ? base_str_get(&sum) : "", sum.len + 1);
-        }
-        base_str_free(&sum);
-        base_free(log);
+        st = program_log(prog, &log, d);
+        if (st == KILN_OK) cg_nvrtc_spills(log, spills);
+        if (st == KILN_OK && spills->oom) st = base_diag_add(d, KILN_ERR_OOM, "out of memory for NVRTC's spill report");
     }
+    base_free(log);
     size_t size = 0;
     if (st == KILN_OK) st = NVRTC_CHECK(d, nv.nvrtcGetCUBINSize(prog, &size));
     if (st == KILN_OK && size == 0) st = base_diag_add(d, KILN_ERR_INTERNAL, "NVRTC produced no cubin for %s", arch);
@@ -322,10 +312,6 @@ kiln_status cg_nvrtc_compile_spills(const char *src, const char *name, int sm_ma
     else {
         base_free(*cubin);
         *cubin = NULL;
-        if (spills) {
-            base_free(*spills);
-            *spills = NULL;
-        }
     }
     NVRTC_CHECK(NULL, nv.nvrtcDestroyProgram(&prog));
     return st;

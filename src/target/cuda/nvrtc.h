@@ -27,10 +27,11 @@ kiln_status cg_nvrtc_compile(const char *src, const char *name, int sm_major, in
                              void **cubin, size_t *n, base_diag *d);
 
 /* cg_nvrtc_compile, with ptxas told to report the functions that spill
- * registers to local memory (--warn-on-spills). OUT: also *spills
- * (base_malloc'd, "" when none): cg_nvrtc_spills' summary of them. */
+ * registers to local memory (--warn-on-spills). OUT: also
+ * cg_nvrtc_spills' summary of them, appended to *spills (nothing when
+ * none). */
 kiln_status cg_nvrtc_compile_spills(const char *src, const char *name, int sm_major, int sm_minor, bool arch_specific,
-                                    void **cubin, size_t *n, char **spills, base_diag *d);
+                                    void **cubin, size_t *n, base_str *spills, base_diag *d);
 
 /* The functions that ptxas's log says spill ("Registers are spilled to
  * local memory in function 'F', N bytes spill stores, M bytes spill

@@ -116,7 +116,9 @@ static __device__ __forceinline__ void kg_ld_n(const void *p, kg_i64 i, int st, 
 /* n (1, 2, 4 or 8) elements of storage st at element i of p, aligned to
  * n elements, as they are stored: 32-bit words w[0..], a 16-bit element in
  * each half, the lower one first (n = 1: w[0]'s lower half); with a cache
- * hint (KG_HINT_*). */
+ * hint (KG_HINT_*). kg_ld_n keeps its own typed loads: routed through here,
+ * the same loads, the rows kernels' sm_90a code changed (25 of BERT's waves
+ * kernels), which no GPU has timed. */
 static __device__ __forceinline__ void kg_ld_words(const void *p, kg_i64 i, int st, int n, int hint, unsigned *w)
 {
     const int size = st == KG_ST_F32 ? 4 : 2;
