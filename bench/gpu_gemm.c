@@ -813,7 +813,7 @@ int main(int argc, char **argv)
         j->s = s;
         problem_of(s, &j->g);
         problem_tma(s, &j->g);
-        j->n_cands = gemm_candidates(&j->g, &dv_gpu, false, 255, j->cands); /* a kernel of its own: every register */
+        j->n_cands = gemm_candidates(&j->g, &dv_gpu, false, true, 255, j->cands); /* a kernel of its own: every register */
         const cg_emitter he = {.gpu = dv_gpu}; /* the kernels schedule's fastest */
         j->heuristic = gemm_heuristic(&he, &j->g, j->cands, j->n_cands);
         if (rank_only) {

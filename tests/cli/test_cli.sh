@@ -536,6 +536,28 @@ onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys
 PY
     expect cuda_mono_384_producer_warp 0 "on 288 of the 384 threads  [kg_gemm_wgt_ws 128x96x64 (TMA)" -- "$kiln" inspect \
         "$tmp/proj16.onnx" --schedule mono --precision fp16
+    # BERT b16's FFN1's shape (a bias, an activation): outside a persistent kernel 192 x 256
+    # tiles, the epilogue staged in halves; in one, whose registers every body
+    # shares, not (emit_gemm.c stage_parts)
+    python3 - "$tmp/ffn1_16.onnx" <<'PY'
+import sys
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+rng = np.random.default_rng(0)
+w = numpy_helper.from_array(rng.standard_normal((768, 3072)).astype(np.float32), "w")
+b = numpy_helper.from_array(rng.standard_normal(3072).astype(np.float32), "b")
+nodes = [helper.make_node("Tanh", ["x"], ["h"]), helper.make_node("MatMul", ["h", "w"], ["t"]),
+         helper.make_node("Add", ["t", "b"], ["u"]), helper.make_node("Relu", ["u"], ["y"])]
+g = helper.make_graph(nodes, "ffn1_16", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2048, 768])],
+                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2048, 3072])], [w, b])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1])
+PY
+    expect cuda_wide_tile 0 "132 rTasks" -- sh -c "'$kiln' inspect '$tmp/ffn1_16.onnx' --schedule waves --precision fp16 \
+        | grep '\[kg_gemm_wgt 192x256x64 (TMA), 3 stages' | grep -o '132 rTasks'"
+    expect cuda_wide_tile_not_mono 0 "no 192 x 256" -- sh -c "out=\$('$kiln' inspect '$tmp/ffn1_16.onnx' --schedule mono \
+        --precision fp16) && printf '%s' \"\$out\" | grep -q '\[kg_gemm_wgt' && ! printf '%s' \"\$out\" | grep -q '192x256' \
+        && echo 'no 192 x 256'"
     # ... but not beside a convolution, which no 384-thread template takes
     python3 - "$tmp/convmm.onnx" <<'PY'
 import sys

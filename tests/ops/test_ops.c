@@ -3029,6 +3029,27 @@ static void b_matmul_producer_warp_narrow(tc *c)
     c->mono_config = "384x1";
 }
 
+/* A product with a bias and an activation, as BERT b16's FFN1 (1800 to
+ * 1900 rows, 2936 to 3064 columns; K 64 or 128, 256 on odd variants: past
+ * the three stages): sm_90 builds it in 16 bits outside a persistent
+ * kernel (waves, kernels) as 192 x 256 TMA tiles of three warpgroups in
+ * three stages, whose epilogue stages the accumulators in two column
+ * halves (CLI test cuda_wide_tile checks the choice); the last row and
+ * column of tiles are partial, the second half of the last column partial
+ * or empty. */
+static void b_matmul_wide_tile(tc *c)
+{
+    int64_t M = rint_(c, 1800, 1900), K = 64 * (c->variant & 1 ? 4 : rint_(c, 1, 2)), N = 3072 - 8 * rint_(c, 1, 17);
+    tc_input(c, "x", KILN_F32, 2, (int64_t[]){M, K}, G_NORMAL);
+    tc_const(c, "w", KILN_F32, 2, (int64_t[]){K, N}, G_NORMAL);
+    tc_const(c, "b", KILN_F32, 1, (int64_t[]){N}, G_NORMAL);
+    tc_node(c, "Tanh", "x", "h");
+    tc_node(c, "MatMul", "h,w", "t");
+    tc_node(c, "Add", "t,b", "u");
+    tc_node(c, "Relu", "u", "y");
+    tc_out(c, "y");
+}
+
 /* A Transpose that only moves dims of extent 1 (ViT's [1, S, E] -> [S, 1,
  * E]) between computed values: it shares its input's memory, no copy.
  * Variant 3 also moves a dim of extent > 1, which must copy. */
@@ -3532,6 +3553,7 @@ static const op_case case_table[] = {
     {"MatMul/large", b_matmul_large, "", 0, G_NORMAL, 0, EXPECT_C, 2},
     {"MatMul/three_warpgroups", b_matmul_three_warpgroups, "", 0, G_NORMAL, 0, EXPECT_C, 2},
     {"MatMul/producer_warp_narrow", b_matmul_producer_warp_narrow, "", 0, G_NORMAL, 0, EXPECT_C, 2},
+    {"MatMul/wide_tile", b_matmul_wide_tile, "", 0, G_NORMAL, 0, EXPECT_C, 2},
     {"MatMul/tma_operands", b_matmul_tma, "", 0, G_NORMAL, 0, EXPECT_C, 4},
     {"Conv/large", b_conv_large, "", 0, G_NORMAL, 0, EXPECT_C, 2},
     /* pooling and row groups */

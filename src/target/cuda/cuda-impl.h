@@ -140,6 +140,10 @@ typedef struct cg_emitter {
      * rKernel (least SM time: estimated time x multiprocessors held) instead
      * of the fastest, for a wave whose fastest rKernels overfill the GPU */
     bool wave_efficient;
+    /* --schedule=waves: the member being built is one of several in its
+     * wave (build_wave), so may share a kernel, and its registers, with
+     * other bodies: no tile whose epilogue stages in halves (emit_gemm.c) */
+    bool wave_shared;
     /* mono schedules, while a product is built again for a stage its fastest
      * rKernel overfills (emit.c, fit_stage): the busy clocks of the stage's
      * stage_blocks blocks so far (sched_stage_add) and the rTasks before

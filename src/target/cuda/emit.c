@@ -1727,9 +1727,11 @@ static kiln_status build_wave(cg_emitter *e, wave_member *m, int n, size_t start
 {
     rewind_code(e, start, tmaps, 0, 0); /* the previous wave's kernels are flushed: their split-K places run before */
     e->wave_efficient = efficient;
+    e->wave_shared = n > 1;
     kiln_status st = KILN_OK;
     for (int i = 0; i < n && st == KILN_OK; i++) st = emit_code(e, m[i].grp, &m[i].op);
     e->wave_efficient = false;
+    e->wave_shared = false;
     return st;
 }
 

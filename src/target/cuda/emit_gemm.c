@@ -297,6 +297,26 @@ typedef struct gemm_cfg {
                       * tuner's key hashes the candidates' bytes, so no padding) */
 } gemm_cfg;
 
+/* The registers a thread of c's template needs and ptxas cannot spill:
+ * the warpgroup MMAs keep their accumulators (bn / 2 floats a thread) in
+ * registers (a kg_gemm_wg 64 x 128 tile in a persistent kernel of 3
+ * blocks of 256 threads a multiprocessor, 80 registers: "Insufficient
+ * registers"); 0 for the other templates, which spill. */
+static int acc_regs(const gemm_cfg *c) { return c->kind == GEMM_WG || c->kind == GEMM_WGT ? c->bn / 2 + 32 : 0; }
+
+/* In how many parts kg_gemm_wgt_store stages a TMA tile's fp32
+ * accumulators in its stages' shared memory (KG_GEMM_WGT_PARTS): 1, 2 (in
+ * column halves; not through a cluster's split-K sum, kg_gemm_wgt_csum,
+ * which stages the whole tile), or 3 where even a half does not fit (not
+ * offered). 1 for the other templates. */
+static int stage_parts(const gemm_cfg *c)
+{
+    if (c->kind != GEMM_WGT) return 1;
+    const int room = c->stages * (c->bm + c->bn) * 128;
+    if (c->bm * (c->bn + 8) * 4 <= room) return 1;
+    return c->bn % 16 == 0 && c->bm * (c->bn / 2 + 8) * 4 <= room ? 2 : 3;
+}
+
 /* The splits offered for products with fewer tiles than multiprocessors. */
 static const int split_cands[] = {2, 3, 4, 6, 8};
 
@@ -341,7 +361,11 @@ static const gemm_cfg wg_table[] = {
  * 2048 x 768, 128 x 144 at 2048 x 2304, 64 x 48 at 128 x 3072), where
  * 128 x 128 tiles leave a quarter of them idle. Three warpgroups, 192 rows:
  * 11 x 12 tiles of 192 x 192 are one wave at 2048 x 2304, 11 x 24 of
- * 192 x 128 two at 2048 x 3072 (cuBLAS's picks on an H200). */
+ * 192 x 128 two at 2048 x 3072 (cuBLAS's picks on an H200), 11 x 12 of
+ * 192 x 256 one (three stages, the epilogue staged in column halves:
+ * stage_parts; BERT b16's FFN1 so, the waves schedule ran 1.025-1.030
+ * ms on an H200 against 1.050-1.059 in 16 x 16 tiles of 128 x 192, six
+ * runs each, outputs bit-identical). */
 static const gemm_cfg wgt_deep_table[] = {
     {GEMM_WGT, 64, 64, 64, 0, 0, 1, 8, 1, 0, 0},  {GEMM_WGT, 64, 64, 64, 0, 0, 1, 12, 1, 0, 0},
     {GEMM_WGT, 64, 128, 64, 0, 0, 1, 8, 1, 0, 0}, {GEMM_WGT, 128, 64, 64, 0, 0, 1, 8, 1, 0, 0},
@@ -349,7 +373,7 @@ static const gemm_cfg wgt_deep_table[] = {
     {GEMM_WGT, 128, 96, 64, 0, 0, 1, 6, 1, 0, 0}, {GEMM_WGT, 128, 96, 64, 0, 0, 1, 8, 1, 0, 0},
     {GEMM_WGT, 128, 144, 64, 0, 0, 1, 3, 1, 0, 0}, {GEMM_WGT, 128, 144, 64, 0, 0, 1, 4, 1, 0, 0},
     {GEMM_WGT, 64, 96, 64, 0, 0, 1, 8, 1, 0, 0},  {GEMM_WGT, 192, 128, 64, 0, 0, 1, 4, 1, 0, 0},
-    {GEMM_WGT, 192, 192, 64, 0, 0, 1, 3, 1, 0, 0}, {GEMM_WGT, 192, 192, 64, 0, 0, 1, 4, 1, 0, 0},
+    {GEMM_WGT, 192, 192, 64, 0, 0, 1, 4, 1, 0, 0}, {GEMM_WGT, 192, 256, 64, 0, 0, 1, 3, 1, 0, 0},
     {GEMM_WGT, 64, 48, 64, 0, 0, 1, 8, 1, 0, 0},  {GEMM_WGT, 64, 48, 64, 0, 0, 1, 12, 1, 0, 0},
     {GEMM_WGT, 64, 32, 64, 0, 0, 1, 8, 1, 0, 0},  {GEMM_WGT, 64, 32, 64, 0, 0, 1, 12, 1, 0, 0},
 };
@@ -494,7 +518,7 @@ static int add_splits(const gemm_problem *g, const cg_gpu *gpu, bool persistent,
             v.splits = sp;
             if (!wide || persistent) cands[n++] = v;
             if (c->kind == GEMM_WGT && sp <= 8 && k_tiles >= 12 * sp && tiles * sp <= cluster_room(c, gpu) &&
-                n < MAX_CANDS) {
+                stage_parts(c) == 1 && n < MAX_CANDS) {
                 v.cs = 1;
                 cands[n++] = v;
             }
@@ -506,7 +530,8 @@ static int add_splits(const gemm_problem *g, const cg_gpu *gpu, bool persistent,
 /* kg_gemm_wgt_ws variants of the unsplit TMA candidates cands[0..n) with
  * two warpgroups or more: alone, and in clusters of two blocks where the
  * columns of tiles pair up (A's halves whole 64-row atoms when MN-major).
- * Appended to cands; returns the new count. (A variant with one rTask per
+ * Appended to cands, where the accumulators fit the registers the producer
+ * warp's block leaves a thread; returns the new count. (A variant with one rTask per
  * multiprocessor looping over its tiles, the copies running on into the
  * next tile and C stored from the accumulators, took 26.2 us against 19.1
  * for BERT's 2048 x 3072 x 768 in 128 x 192 tiles on an H100: not kept.) */
@@ -519,7 +544,8 @@ static int add_clusters(const gemm_problem *g, gemm_cfg *cands, int n)
         for (int cn = 1; cn <= 2 && n < MAX_CANDS; cn++) {
             if (cdiv(g->n, c->bn) % cn || (g->la && (c->bm / 64) % cn)) continue;
             cands[n] = *c;
-            cands[n++].cn = cn;
+            cands[n].cn = cn;
+            if (acc_regs(&cands[n]) <= cg_regs_per_thread(cfg_threads(&cands[n]), 1)) n++;
         }
     }
     return n;
@@ -531,9 +557,14 @@ static int add_clusters(const gemm_problem *g, gemm_cfg *cands, int n)
  * first, when the operands allow it: the 64-deep ones of the same table),
  * and of the mma.sync ones only those smaller than 128 x 128 (for small
  * problems). Deterministic: the tuner's candidate indices refer to this
- * list. persistent: add_splits'; regs: the registers a thread has, which
- * size the matrix-vector tiles' chunks loaded ahead (gemv_ahead). */
-static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, bool persistent, int regs, gemm_cfg *out)
+ * list. Tiles whose accumulators (acc_regs) pass the registers a block of
+ * their threads leaves a thread (cg_regs_per_thread) are left out, and
+ * those whose epilogue stages in halves (stage_parts) unless the product
+ * is alone in its kernel (`alone`). persistent: add_splits'; regs: the
+ * registers a thread has, which size the matrix-vector tiles' chunks
+ * loaded ahead (gemv_ahead). */
+static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, bool persistent, bool alone, int regs,
+                           gemm_cfg *out)
 {
     const gemm_cfg *tables[4] = {simt_table, NULL, NULL, NULL};
     int sizes[4] = {(int)KILN_COUNT(simt_table), 0, 0, 0}, n = 0;
@@ -565,12 +596,17 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, bool persis
                 if (c.bk != 64) continue; /* 64-deep k-tiles */
                 c.kind = GEMM_WGT;
             }
-            /* the epilogue stages the fp32 tile in the stages' memory; an
+            /* the epilogue stages the fp32 tile in the stages' memory, or
+             * in a kernel of its own its column halves (a kernel shares its
+             * registers with every body it runs: in BERT b16's persistent
+             * one, FFN1 in 192 x 256 tiles, 128 accumulators a thread at
+             * 168 registers, made ptxas spill the layer norm's body, 3.6 ->
+             * 6.2 us an rTask, mono 1.20 -> 1.27 ms on an H200); an
              * MN-major B comes in 64-wide atoms */
-            if (c.kind == GEMM_WGT &&
-                (c.bm * (c.bn + 8) * 4 > c.stages * (c.bm + c.bn) * 128 || (g->lb && c.bn % 64)))
+            if (c.kind == GEMM_WGT && (stage_parts(&c) > (alone ? 2 : 1) || (g->lb && c.bn % 64))) continue;
+            if (cfg_smem(&c) > gpu->smem_per_block_optin || cfg_rtasks(g, &c) > INT32_MAX ||
+                acc_regs(&c) > cg_regs_per_thread(cfg_threads(&c), 1))
                 continue;
-            if (cfg_smem(&c) > gpu->smem_per_block_optin || cfg_rtasks(g, &c) > INT32_MAX) continue;
             /* a tile at most twice the problem in m and n */
             if (c.bm > 2 * m_fit || c.bn > 2 * n_fit) continue;
             if (hopper && c.kind == GEMM_TC && c.bm * c.bn >= 128 * 128) continue;
@@ -590,13 +626,6 @@ static int gemm_candidates(const gemm_problem *g, const cg_gpu *gpu, bool persis
     if (n == 0) out[n++] = g->tc ? tc_table[KILN_COUNT(tc_table) - 5] : simt_table[3]; /* 32 x 32 / 64 x 64 */
     return add_clusters(g, out, add_splits(g, gpu, persistent, out, n));
 }
-
-/* The registers a thread of c's template needs and ptxas cannot spill:
- * the warpgroup MMAs keep their accumulators (bn / 2 floats a thread) in
- * registers (a kg_gemm_wg 64 x 128 tile in a persistent kernel of 3
- * blocks of 256 threads a multiprocessor, 80 registers: "Insufficient
- * registers"); 0 for the other templates, which spill. */
-static int acc_regs(const gemm_cfg *c) { return c->kind == GEMM_WG || c->kind == GEMM_WGT ? c->bn / 2 + 32 : 0; }
 
 /* Whether c's template compiles within regs registers a thread. */
 static bool fits_regs(const gemm_cfg *c, int regs) { return acc_regs(c) <= regs; }
@@ -623,15 +652,18 @@ static bool fits_share(const gemm_problem *g, const gemm_cfg *c, int share)
  * products (plan_gemm_share; a clustered rOperator is a kernel of its own),
  * and within regs registers a thread (cg_mono_regs: fits_regs), and
  * without splits through the workspace that share copies of would not
- * fit in it together (fits_share).
+ * fit in it together (fits_share). Half-staged tiles only for a product
+ * alone in its kernel: not persistent, no identical products beside it,
+ * and not `shared` with the other members of a wave (cg_emitter.wave_shared).
  * When none is left (a small problem whose fitting tiles are all
  * narrower), the tiles of that many threads the problem allows at all,
  * larger than it or not: idle threads cost less than a kernel of its own
  * under --schedule=mono. Else all of them. */
 static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_block, int regs, bool narrow,
-                            int share, gemm_cfg *out)
+                            int share, bool shared, gemm_cfg *out)
 {
-    int n = gemm_candidates(g, gpu, want_block > 0, regs, out), kept = 0;
+    const bool alone = !want_block && share < 2 && !shared;
+    int n = gemm_candidates(g, gpu, want_block > 0, alone, regs, out), kept = 0;
     if (!want_block && share < 2) return n;
     for (int i = 0; i < n; i++) {
         const int threads = cfg_threads(&out[i]);
@@ -640,7 +672,7 @@ static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_b
             out[kept++] = out[i];
     }
     if (kept > 0) return kept;
-    if (!want_block) return gemm_candidates(g, gpu, false, regs, out); /* only clusters fit: share nothing */
+    if (!want_block) return gemm_candidates(g, gpu, false, alone, regs, out); /* only clusters fit: share nothing */
     const gemm_cfg *tables[2] = {simt_table, NULL};
     int sizes[2] = {(int)KILN_COUNT(simt_table), 0};
     if (g->tc) {
@@ -660,7 +692,7 @@ static int sized_candidates(const gemm_problem *g, const cg_gpu *gpu, int want_b
         }
     if (kept > 0) return kept;
     /* no tile of want_block threads: any within the registers, else any */
-    n = gemm_candidates(g, gpu, true, regs, out);
+    n = gemm_candidates(g, gpu, true, false, regs, out);
     for (int i = 0; i < n; i++)
         if (fits_regs(&out[i], regs)) out[kept++] = out[i];
     return kept > 0 ? kept : n; /* none fits: out still holds all n */
@@ -805,7 +837,10 @@ static double gemm_cost(const gemm_problem *g, const gemm_cfg *c, const cg_gpu *
     double t_ingest = c->splits > 1 && per_sm_blocks == 0
                           ? per_sm * ((double)c->bm + c->bn) * k_tiles * c->bk * esize / ingest_per_clk
                           : 0;
-    return t_memory + fmax(fmax(t_compute, t_latency), t_ingest) + t_rounds + fixup;
+    /* an epilogue staged in two halves syncs and passes over shared
+     * memory twice, each round */
+    double halves = stage_parts(c) > 1 ? 0.5 * t_rounds : 0;
+    return t_memory + fmax(fmax(t_compute, t_latency), t_ingest) + t_rounds + fixup + halves;
 }
 
 /* The cost model's choice among cands[0..n): the fastest; with
@@ -1134,7 +1169,8 @@ static kiln_status emit_candidate(cg_emitter *e, const sched_group *grp, int can
     gemm_problem g;
     gemm_cfg cands[MAX_CANDS];
     KILN_TRY(gemm_analyse(e, grp, &g));
-    int n = sized_candidates(&g, &e->gpu, e->want_block, cg_mono_regs(e), e->narrow_ok, gemm_share(e, grp), cands);
+    int n = sized_candidates(&g, &e->gpu, e->want_block, cg_mono_regs(e), e->narrow_ok, gemm_share(e, grp),
+                             e->wave_shared, cands);
     if (cand < 0 || cand >= n)
         return base_diag_add(e->d, KILN_ERR_INTERNAL, "group '%s': no GEMM candidate %d (of %d)", grp->name, cand, n);
     return emit_op(e, grp, &g, &cands[cand], op);
@@ -1197,7 +1233,7 @@ kiln_status cg_emit_gemm(cg_emitter *e, const sched_group *grp, cg_op *op)
     KILN_TRY(gemm_analyse(e, grp, &g));
     if (ir_numel(&g.y->t) == 0) return emit_empty(e, grp, op);
     int share = gemm_share(e, grp);
-    int n = sized_candidates(&g, &e->gpu, e->want_block, cg_mono_regs(e), e->narrow_ok, share, cands);
+    int n = sized_candidates(&g, &e->gpu, e->want_block, cg_mono_regs(e), e->narrow_ok, share, e->wave_shared, cands);
     gemm_problem all = g;
     all.n_batch *= share;
     /* a wave's most efficient rKernels, and a stage's best fit, are the cost

@@ -51,8 +51,14 @@ static bool env_is(const char *name, const char *value)
 int cg_regs_per_thread(int block, int per_sm)
 {
     if (block <= 0) return REGS_PER_THREAD_MAX;
-    /* registers are given out 8 a thread at a time */
-    return KILN_MIN(REGS_PER_THREAD_MAX, REGS_PER_SM / (block * KILN_MAX(per_sm, 1))) & ~7;
+    /* each of the four schedulers holds a quarter of the registers for its
+     * share of the warps, and registers are given out 8 a thread at a time:
+     * 13 warps (three warpgroups and a producer warp) leave 128 a thread,
+     * not 65536 / 416 (ptxas C7602 "Insufficient registers (128)" for a
+     * 192 x 256 tile's 128 accumulators a thread); the same as 65536 /
+     * threads where the warps are a multiple of four */
+    const int warps = (block + 31) / 32 * KILN_MAX(per_sm, 1), per_scheduler = (warps + 3) / 4;
+    return KILN_MIN(REGS_PER_THREAD_MAX, REGS_PER_SM / 4 / (per_scheduler * 32)) & ~7;
 }
 
 int cg_mono_regs(const cg_emitter *e)

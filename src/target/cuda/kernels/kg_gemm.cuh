@@ -1185,35 +1185,50 @@ static __device__ __forceinline__ int kg_wgt_step(float *d, const kg_gemm_args *
     return kt > 0 && kt - 1 + stages < k_tiles ? (kt - 1) % stages : -1;
 }
 
-/* The warpgroups' accumulators d staged as floats ([bm][bn + 8]) in shared
- * memory at smem (the stages, free once every copy was waited for and
- * every MMA has completed); returns where. Threads beyond the warpgroups
- * (a producer warp) stage nothing. */
-static __device__ __forceinline__ float *kg_gemm_wgt_stage(const float *d, unsigned smem, const int bm, const int bn,
-                                                           const int n_threads)
+/* The warpgroups' accumulators d, columns [8 i0, 8 i1) of the tile,
+ * staged as floats ([bm][8 (i1 - i0) + 8]) in shared memory at smem (the
+ * stages, free once every copy was waited for and every MMA has completed,
+ * and once every thread is done with what an earlier call staged); returns
+ * where. Threads beyond the warpgroups (a producer warp) stage nothing. */
+static __device__ __forceinline__ float *kg_gemm_wgt_stage(const float *d, unsigned smem, const int bm,
+                                                           const int n_threads, const int i0, const int i1)
 {
     const int wg = threadIdx.x >> 7, wq = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31;
     kg_sync_n(n_threads);
     float *sp = (float *)(kg_smem + (smem - kg_smem_addr(kg_smem)));
-    const int ld = bn + 8, r0 = wg * 64 + wq * 16 + (lane >> 2), c0 = (lane & 3) * 2;
+    const int ld = 8 * (i1 - i0) + 8, r0 = wg * 64 + wq * 16 + (lane >> 2), c0 = (lane & 3) * 2;
     if (wg < bm / 64)
 #pragma unroll
         for (int h = 0; h < 2; h++)
 #pragma unroll
-            for (int i = 0; i < bn / 8; i++)
-                *(float2 *)(sp + (r0 + 8 * h) * ld + c0 + 8 * i) = make_float2(d[4 * i + 2 * h], d[4 * i + 2 * h + 1]);
+            for (int i = i0; i < i1; i++)
+                *(float2 *)(sp + (r0 + 8 * h) * ld + c0 + 8 * (i - i0)) =
+                    make_float2(d[4 * i + 2 * h], d[4 * i + 2 * h + 1]);
     return sp;
 }
 
-/* The epilogue of kg_gemm_wgt and kg_gemm_wgt_ws: d staged, then all
- * n_threads threads store it through kg_gemm_store_staged. */
+/* In how many parts (1 or 2, of bn / 2 columns each) kg_gemm_wgt_store
+ * stages a bm x bn tile in the shared memory of `stages` k-tiles: a 192 x
+ * 256 tile's floats (198 KB with the rows' padding) fill more than its
+ * three stages (168 KB), its halves less. emit_gemm.c's stage_parts is
+ * the same test, and offers no tile whose halves would not fit either. */
+#define KG_GEMM_WGT_PARTS(bm, bn, stages) ((bm) * ((bn) + 8) * 4 > (stages) * ((bm) + (bn)) * 128 ? 2 : 1)
+
+/* The epilogue of kg_gemm_wgt and kg_gemm_wgt_ws: d staged (in column
+ * halves where the whole tile does not fit the stages), then all n_threads
+ * threads store it through kg_gemm_store_staged. */
 static __device__ __forceinline__ void kg_gemm_wgt_store(const kg_gemm_args *g, const float *d, unsigned smem,
                                                          int m0, int n0, const int bm, const int bn,
-                                                         const int n_threads)
+                                                         const int n_threads, const int stages)
 {
-    float *sp = kg_gemm_wgt_stage(d, smem, bm, bn, n_threads);
-    kg_sync_n(n_threads);
-    kg_gemm_store_staged(g, sp, bn + 8, m0, n0, bm, bn, n_threads);
+    const int parts = KG_GEMM_WGT_PARTS(bm, bn, stages), w8 = bn / 8 / parts;
+    if (bn % (8 * parts)) __trap(); /* halves of whole 8-column runs (stage_parts) */
+#pragma unroll
+    for (int p = 0; p < parts; p++) {
+        float *sp = kg_gemm_wgt_stage(d, smem, bm, n_threads, p * w8, (p + 1) * w8);
+        kg_sync_n(n_threads);
+        kg_gemm_store_staged(g, sp, 8 * w8 + 8, m0, n0 + 8 * p * w8, bm, 8 * w8, n_threads);
+    }
 }
 
 /* Four floats of another block's shared memory (a kg_cluster_map address). */
@@ -1230,7 +1245,8 @@ static __device__ __forceinline__ float4 kg_ld_cluster_f4(unsigned addr)
 /* The epilogue of kg_gemm_wgt's splits when they are the blocks of one
  * cluster (g->csum: KG_CLUSTER(g->splits), the rTasks of a tile on
  * consecutive blocks, so split s is the cluster's rank s): each block
- * stages its partial tile in its shared memory as kg_gemm_wgt_store does;
+ * stages its whole partial tile in its shared memory (kg_gemm_wgt_stage;
+ * emit_gemm.c offers no half-staged tile here);
  * after a cluster barrier, block s sums rows [s bm / S, (s + 1) bm / S) of
  * every block's partial (distributed shared memory) in split order, the
  * same sums in the same order as through the workspace, and stores those
@@ -1242,7 +1258,7 @@ static __device__ __forceinline__ void kg_gemm_wgt_csum(const kg_gemm_args *g, c
                                                         int m0, int n0, const int bm, const int bn,
                                                         const int n_threads)
 {
-    float *sp = kg_gemm_wgt_stage(d, smem, bm, bn, n_threads);
+    float *sp = kg_gemm_wgt_stage(d, smem, bm, n_threads, 0, bn / 8);
     kg_cluster_sync(); /* every block's partial is staged */
     const int splits = g->splits, ld = bn + 8, c4 = bn / 4;
     const int lo = g->split * bm / splits, hi = (g->split + 1) * bm / splits;
@@ -1380,7 +1396,7 @@ static __device__ __forceinline__ void kg_gemm_wgt(const kg_gemm_args *g, int tm
         }
     }
 
-    kg_gemm_wgt_store(g, d, smem, m0, n0, bm, bn, n_threads);
+    kg_gemm_wgt_store(g, d, smem, m0, n0, bm, bn, n_threads, stages);
     /* the next rTask re-initialises the barriers and refills the stages */
     kg_sync_n(n_threads);
 #if defined(KG_TRACE_GEMM)
@@ -1475,7 +1491,7 @@ static __device__ __forceinline__ void kg_gemm_wgt_ws(const kg_gemm_args *g, int
         kg_wg_wait(0);
         kg_wg_fence_acc(d, bn / 2);
     }
-    kg_gemm_wgt_store(g, d, smem, m0, n0, bm, bn, n_mma + 32);
+    kg_gemm_wgt_store(g, d, smem, m0, n0, bm, bn, n_mma + 32, stages);
     /* neither block leaves (or re-initialises its barriers for the next
      * rTask) while the other may still arrive on them */
     kg_sync_n(n_mma + 32);
