@@ -3009,6 +3009,19 @@ static void b_matmul_three_warpgroups(tc *c)
     c->mono_config = "384x1";
 }
 
+/* u = Tanh(x) w + b, x [M, K] an input, w and b constants: a product of
+ * BERT's shapes whose A is computed (stored in 16 bits when the precision
+ * is) and whose epilogue adds a bias. */
+static void tanh_product_bias(tc *c, int64_t M, int64_t K, int64_t N)
+{
+    tc_input(c, "x", KILN_F32, 2, (int64_t[]){M, K}, G_NORMAL);
+    tc_const(c, "w", KILN_F32, 2, (int64_t[]){K, N}, G_NORMAL);
+    tc_const(c, "b", KILN_F32, 1, (int64_t[]){N}, G_NORMAL);
+    tc_node(c, "Tanh", "x", "h");
+    tc_node(c, "MatMul", "h,w", "t");
+    tc_node(c, "Add", "t,b", "u");
+}
+
 /* A product with a bias and a residual, as BERT b16's out-projection
  * and FFN2 (1800 to 2048 rows, 768 columns, K 64 to 512): in 384-thread
  * blocks (mono:384x1 under a mono schedule) sm_90 builds it in 16 bits as
@@ -3017,13 +3030,8 @@ static void b_matmul_three_warpgroups(tc *c)
 static void b_matmul_producer_warp_narrow(tc *c)
 {
     int64_t M = rint_(c, 1800, 2048), K = 16 * (c->variant ? rint_(c, 20, 32) : rint_(c, 4, 12)), N = 768;
-    tc_input(c, "x", KILN_F32, 2, (int64_t[]){M, K}, G_NORMAL);
+    tanh_product_bias(c, M, K, N);
     tc_input(c, "r", KILN_F32, 2, (int64_t[]){M, N}, G_NORMAL);
-    tc_const(c, "w", KILN_F32, 2, (int64_t[]){K, N}, G_NORMAL);
-    tc_const(c, "b", KILN_F32, 1, (int64_t[]){N}, G_NORMAL);
-    tc_node(c, "Tanh", "x", "h");
-    tc_node(c, "MatMul", "h,w", "t");
-    tc_node(c, "Add", "t,b", "u");
     tc_node(c, "Add", "u,r", "y");
     tc_out(c, "y");
     c->mono_config = "384x1";
@@ -3031,8 +3039,8 @@ static void b_matmul_producer_warp_narrow(tc *c)
 
 /* A product with a bias and an activation, as BERT b16's FFN1 (1800 to
  * 1900 rows, 2936 to 3064 columns; K 64 or 128, 256 on odd variants: past
- * the three stages): sm_90 builds it in 16 bits outside a persistent
- * kernel (waves, kernels) as 192 x 256 TMA tiles of three warpgroups in
+ * the three stages): sm_90 builds it in 16 bits alone in a kernel (waves,
+ * kernels; not in a persistent one) as 192 x 256 TMA tiles of three warpgroups in
  * three stages, whose epilogue stages the accumulators in two column
  * halves (CLI test cuda_wide_tile checks the choice); the last row and
  * column of tiles are partial, the second half of the last column partial
@@ -3040,12 +3048,7 @@ static void b_matmul_producer_warp_narrow(tc *c)
 static void b_matmul_wide_tile(tc *c)
 {
     int64_t M = rint_(c, 1800, 1900), K = 64 * (c->variant & 1 ? 4 : rint_(c, 1, 2)), N = 3072 - 8 * rint_(c, 1, 17);
-    tc_input(c, "x", KILN_F32, 2, (int64_t[]){M, K}, G_NORMAL);
-    tc_const(c, "w", KILN_F32, 2, (int64_t[]){K, N}, G_NORMAL);
-    tc_const(c, "b", KILN_F32, 1, (int64_t[]){N}, G_NORMAL);
-    tc_node(c, "Tanh", "x", "h");
-    tc_node(c, "MatMul", "h,w", "t");
-    tc_node(c, "Add", "t,b", "u");
+    tanh_product_bias(c, M, K, N);
     tc_node(c, "Relu", "u", "y");
     tc_out(c, "y");
 }
