@@ -93,7 +93,8 @@ step_models() { "$here/models/run_models.sh" "$build" --cuda-compile; }
 # tests 96, the per-op tests 91, the c-target conformance 84, the rest
 # under 30 s: 25 min one after another. Two at a time they slow each other
 # (each CUDA compile builds its two images on two threads): a fresh clone's
-# ./scripts/test.sh, set-up, build and model export included, took 17.5 min.
+# ./scripts/test.sh, set-up, build and model export included, took 15.5 and
+# 17.5 min in two runs.
 # Each step writes its exit status to $log/NAME.done when it ends; a step
 # skipped for want of test data or PyTorch is never reported.
 order="unit kc ops gpurt models opsmono opswaves opscu confcu cli confc ln_mono ln_mono_barriers ln_waves conf roundtrip"
