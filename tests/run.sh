@@ -95,16 +95,15 @@ step_models() { "$here/models/run_models.sh" "$build" --cuda-compile; }
 # (each CUDA compile builds its two images on two threads): a fresh clone's
 # ./scripts/test.sh, set-up, build and model export included, took 15.5 and
 # 17.5 min in two runs.
-# Each step writes its exit status to $log/NAME.done when it ends; a step
+# Each step's exit status lands whole in $log/NAME.done when it ends; a step
 # skipped for want of test data or PyTorch is never reported.
 order="unit kc ops gpurt models opsmono opswaves opscu confcu cli confc ln_mono ln_mono_barriers ln_waves conf roundtrip"
 launch() {
     local s
-    trap 'for c in $(jobs -p); do kill_tree "$c"; done; exit 130' TERM
     for s in $order; do
         case $s in conf* | roundtrip | ln_*) [ $have_data = 1 ] || continue ;; models) [ $have_torch = 1 ] || continue ;; esac
         while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n; done
-        ( "step_$s" >"$log/$s" 2>&1 </dev/null; echo $? >"$log/$s.done" ) &
+        ( "step_$s" >"$log/$s" 2>&1 </dev/null; echo $? >"$log/$s.rc" && mv "$log/$s.rc" "$log/$s.done" ) &
     done
     wait
 }
